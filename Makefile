@@ -1,0 +1,30 @@
+# evictd — the commands a newcomer needs are in README.md.
+GO ?= go
+
+.PHONY: build test test-unit test-vm test-parity bench demo lint-go
+
+build:
+	$(GO) build -o bin/evictd ./cmd/evictd
+
+# The whole suite: everything CI runs. It installs what the tests need
+# (Debian packages, the VM kernel) on first use and caches it.
+test:
+	./scripts/test.sh all
+
+# Unit, fixture and real-cgroup-v1 tests on this machine.
+test-unit:
+	./scripts/test.sh unit
+
+# Real cgroup v2 tests in a qemu VM.
+test-vm:
+	./scripts/test.sh vm
+
+# Decisions compared with the upstream kubelet eviction manager.
+test-parity:
+	./scripts/test.sh parity
+
+bench:
+	./bench/run.sh
+
+demo: build
+	sudo ./bin/evictd demo
