@@ -27,4 +27,4 @@ bench:
 	./bench/run.sh
 
 demo: build
-	sudo ./bin/evictd demo
+	./bin/evictd demo
