@@ -1,0 +1,308 @@
+package policy
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// fsStats selects which filesystem usage a disk ranking measures.
+type fsStats uint8
+
+const (
+	fsRoot fsStats = 1 << iota
+	fsLogs
+	fsLocalVolumes
+	fsImages // the kubelet lists it but pods have no image usage: contributes nothing
+)
+
+// rankKind is the ranking family for a signal.
+type rankKind uint8
+
+const (
+	rankNone rankKind = iota
+	rankMemory
+	rankPID
+	rankDisk
+)
+
+// rankFor returns the ranking of signal s in the given layout
+// (buildSignalToRankFunc). The kubelet builds no ranking at all after a split
+// layout with KubeletSeparateDiskGC off (ok=false).
+func rankFor(s Signal, fs Filesystems) (kind rankKind, measure fsStats, res v1.ResourceName) {
+	switch s {
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
+		return rankMemory, 0, v1.ResourceMemory
+	case SignalPIDAvailable:
+		return rankPID, 0, ResourcePIDs
+	}
+	res = signalToResource[s]
+	all := fsImages | fsRoot | fsLogs | fsLocalVolumes
+	switch {
+	case fs.DedicatedImageFs && !fs.SplitContainerFs:
+		switch s {
+		case SignalNodeFsAvailable, SignalNodeFsInodesFree:
+			return rankDisk, fsLogs | fsLocalVolumes, res
+		default: // imagefs.*, containerfs.*
+			return rankDisk, fsRoot | fsImages, res
+		}
+	case fs.DedicatedImageFs && fs.SplitContainerFs:
+		switch s {
+		case SignalImageFsAvailable, SignalImageFsInodesFree:
+			return rankDisk, fsImages, res
+		default: // nodefs.*, containerfs.*
+			return rankDisk, fsLogs | fsLocalVolumes | fsRoot, res
+		}
+	default:
+		return rankDisk, all, res
+	}
+}
+
+// reclaimFor returns the node-level reclaim functions for s in the kubelet's
+// order (buildSignalToNodeReclaimFuncs).
+func reclaimFor(s Signal, fs Filesystems) []string {
+	const cgc, igc = ReclaimContainerGC, ReclaimImageGC
+	switch s {
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable, SignalPIDAvailable:
+		return nil
+	}
+	switch {
+	case fs.DedicatedImageFs && !fs.SplitContainerFs:
+		switch s {
+		case SignalNodeFsAvailable, SignalNodeFsInodesFree:
+			return nil
+		default:
+			return []string{cgc, igc}
+		}
+	case fs.DedicatedImageFs && fs.SplitContainerFs:
+		switch s {
+		case SignalImageFsAvailable, SignalImageFsInodesFree:
+			return []string{igc}
+		default:
+			return []string{cgc}
+		}
+	default:
+		return []string{cgc, igc}
+	}
+}
+
+// Node-level reclaim function names.
+const (
+	ReclaimContainerGC = "containerGC" // DeleteAllUnusedContainers
+	ReclaimImageGC     = "imageGC"     // DeleteUnusedImages
+)
+
+// rankKey holds a pod's precomputed comparison keys. The kubelet recomputes
+// them inside every comparison; they are pure functions of the pod and its
+// stats, so precomputing gives the same Less results (and so, with the same
+// sort algorithm, the same order) at a fraction of the cost.
+type rankKey struct {
+	pod      *v1.Pod
+	found    bool
+	exceeds  bool
+	priority int32
+	usage    resource.Quantity
+	request  resource.Quantity
+	delta    resource.Quantity // usage minus request
+	procs    uint64
+}
+
+// cmpBool places true before false.
+func cmpBool(a, b bool) int {
+	if a == b {
+		return 0
+	}
+	if !b {
+		return -1
+	}
+	return 1
+}
+
+type rankSorter struct {
+	kind rankKind
+	keys []rankKey
+}
+
+func (r *rankSorter) Len() int      { return len(r.keys) }
+func (r *rankSorter) Swap(i, j int) { r.keys[i], r.keys[j] = r.keys[j], r.keys[i] }
+
+// Less is the kubelet's multiSorter.Less over its compare chains.
+func (r *rankSorter) Less(i, j int) bool {
+	a, b := &r.keys[i], &r.keys[j]
+	statsCmp := func() (int, bool) {
+		if !a.found || !b.found {
+			return cmpBool(!a.found, !b.found), true
+		}
+		return 0, false
+	}
+	prio := func() int {
+		if a.priority == b.priority {
+			return 0
+		}
+		if a.priority > b.priority {
+			return 1
+		}
+		return -1
+	}
+	switch r.kind {
+	case rankPID:
+		// orderedBy(priority, process)
+		if c := prio(); c != 0 {
+			return c < 0
+		}
+		if c, ok := statsCmp(); ok {
+			return c < 0
+		}
+		return int(b.procs-a.procs) < 0 // the kubelet's uint64 subtraction, converted to int
+	default:
+		// orderedBy(exceedRequests, priority, usage-minus-request)
+		c, ok := statsCmp()
+		if !ok {
+			c = cmpBool(a.exceeds, b.exceeds)
+		}
+		if c != 0 {
+			return c < 0
+		}
+		if c := prio(); c != 0 {
+			return c < 0
+		}
+		if c, ok := statsCmp(); ok {
+			return c < 0
+		}
+		return b.delta.Cmp(a.delta) < 0
+	}
+}
+
+// requestQuantity reproduces k8s.io/kubernetes/pkg/api/v1/resource
+// GetResourceRequestQuantity: effective pod requests (init containers and
+// sidecars included; pod-level requests replace container ones when the
+// PodLevelResources gate is on and they are set), overhead excluded, then the
+// overhead added only when the total is non-zero.
+func requestQuantity(pod *v1.Pod, name v1.ResourceName, gates FeatureGates) resource.Quantity {
+	var q resource.Quantity
+	switch name {
+	case v1.ResourceMemory, v1.ResourceStorage, v1.ResourceEphemeralStorage:
+		q = resource.Quantity{Format: resource.BinarySI}
+	default:
+		q = resource.Quantity{Format: resource.DecimalSI}
+	}
+	podLevel := gates.PodLevelResources && resourcehelper.IsPodLevelResourcesSet(pod)
+	if r, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{SkipContainerLevelResources: podLevel, ExcludeOverhead: true})[name]; ok {
+		q.Add(r)
+	}
+	if pod.Spec.Overhead != nil {
+		if o, ok := pod.Spec.Overhead[name]; ok && !q.IsZero() {
+			q.Add(o)
+		}
+	}
+	return q
+}
+
+func memoryUsage(m *statsv1alpha1.MemoryStats) resource.Quantity {
+	if m == nil || m.WorkingSetBytes == nil {
+		return resource.Quantity{Format: resource.BinarySI}
+	}
+	return *resource.NewQuantity(int64(*m.WorkingSetBytes), resource.BinarySI)
+}
+
+func fsUsed(fs *statsv1alpha1.FsStats) int64 {
+	if fs == nil || fs.UsedBytes == nil {
+		return 0
+	}
+	return int64(*fs.UsedBytes)
+}
+
+func fsInodesUsed(fs *statsv1alpha1.FsStats) int64 {
+	if fs == nil || fs.InodesUsed == nil {
+		return 0
+	}
+	return int64(*fs.InodesUsed)
+}
+
+// isLocalEphemeralVolume is pkg/volume/util IsLocalEphemeralVolume.
+func isLocalEphemeralVolume(v *v1.Volume) bool {
+	return v.GitRepo != nil ||
+		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
+		v.ConfigMap != nil
+}
+
+// podDiskUsage sums the measured filesystems' bytes and inodes (podDiskUsage).
+func podDiskUsage(ps *statsv1alpha1.PodStats, pod *v1.Pod, measure fsStats) (bytes, inodes int64) {
+	for i := range ps.Containers {
+		c := &ps.Containers[i]
+		if measure&fsRoot != 0 {
+			bytes += fsUsed(c.Rootfs)
+			inodes += fsInodesUsed(c.Rootfs)
+		}
+		if measure&fsLogs != 0 {
+			bytes += fsUsed(c.Logs)
+			inodes += fsInodesUsed(c.Logs)
+		}
+	}
+	if measure&fsLocalVolumes != 0 {
+		for i := range pod.Spec.Volumes {
+			vol := &pod.Spec.Volumes[i]
+			if vol.HostPath == nil && !isLocalEphemeralVolume(vol) {
+				continue
+			}
+			for j := range ps.VolumeStats {
+				if ps.VolumeStats[j].Name == vol.Name {
+					bytes += fsUsed(&ps.VolumeStats[j].FsStats)
+					inodes += fsInodesUsed(&ps.VolumeStats[j].FsStats)
+					break
+				}
+			}
+		}
+	}
+	return bytes, inodes
+}
+
+// rankPods orders pods for eviction on signal s exactly as the kubelet's rank
+// function: the same comparisons through sort.Sort on the same input order,
+// so ties come out as the kubelet's would for that order. It returns the keys
+// in ranked order.
+func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems, gates FeatureGates) []rankKey {
+	kind, measure, res := rankFor(s, fs)
+	keys := make([]rankKey, len(pods))
+	for i, p := range pods {
+		k := &keys[i]
+		k.pod = p
+		k.priority = corev1helpers.PodPriority(p)
+		ps, found := stats[string(p.UID)]
+		k.found = found
+		switch kind {
+		case rankMemory:
+			k.request = requestQuantity(p, v1.ResourceMemory, gates)
+			if found {
+				k.usage = memoryUsage(ps.Memory)
+				k.exceeds = k.usage.Cmp(k.request) == 1
+				k.delta = k.usage.DeepCopy()
+				k.delta.Sub(k.request)
+			}
+		case rankPID:
+			if found && ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
+				k.procs = *ps.ProcessStats.ProcessCount
+			}
+		case rankDisk:
+			k.request = requestQuantity(p, res, gates)
+			if found {
+				b, in := podDiskUsage(ps, p, measure)
+				if res == ResourceInodes {
+					k.usage = *resource.NewQuantity(in, resource.DecimalSI)
+				} else {
+					k.usage = *resource.NewQuantity(b, resource.BinarySI)
+				}
+				k.exceeds = k.usage.Cmp(k.request) == 1
+				// Quirk: the ephemeral-storage request is subtracted even for inodes.
+				k.delta = k.usage.DeepCopy()
+				k.delta.Sub(requestQuantity(p, v1.ResourceEphemeralStorage, gates))
+			}
+		}
+	}
+	sort.Sort(&rankSorter{kind: kind, keys: keys})
+	return keys
+}
