@@ -161,9 +161,13 @@ func (t Threshold) String() string {
 	return b.String()
 }
 
-// Quantity resolves the threshold value against capacity exactly as the
-// kubelet's GetThresholdQuantity: a quantity is copied, a percentage is
+// ThresholdQuantity resolves a threshold value against capacity exactly as
+// the kubelet's GetThresholdQuantity: a quantity is copied, a percentage is
 // int64(float64(capacity) * float64(float32 percentage)), truncated.
+func ThresholdQuantity(v ThresholdValue, capacity *resource.Quantity) *resource.Quantity {
+	return thresholdQuantity(v, capacity)
+}
+
 func thresholdQuantity(v ThresholdValue, capacity *resource.Quantity) *resource.Quantity {
 	if v.Quantity != nil {
 		q := v.Quantity.DeepCopy()
