@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what the cgroup v2 VM tier needs, from Debian packages only, and
+# caches the kernel under .cache/vm/ so that a second run does nothing:
+#   - qemu-system-x86 (apt-get install; software emulation, no KVM needed)
+#   - Debian's cloud kernel (linux-image-*-cloud-amd64), fetched with
+#     `apt-get download` and unpacked with `dpkg -x` — never installed into
+#     /boot. The cloud kernel has the serial console, initramfs, memcg, pids,
+#     cpu, io and PSI built in, so the VM needs no modules.
+# Prints the path of the kernel image on its last line.
+# Usage: scripts/vm-deps.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache=.cache/vm
+kernel=$cache/vmlinuz
+# The meta package that names the current cloud kernel of this Debian release.
+kernel_meta=linux-image-cloud-amd64
+
+log() { printf 'vm-deps: %s\n' "$*" >&2; }
+
+updated=
+apt_update_once() {
+	if [ -z "$updated" ]; then
+		log "apt-get update"
+		apt-get update -qq >&2
+		updated=1
+	fi
+}
+
+if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
+	apt_update_once
+	log "installing qemu-system-x86"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >&2
+fi
+
+if [ ! -s "$kernel" ]; then
+	apt_update_once
+	# The meta package depends on the versioned image, e.g.
+	# linux-image-6.1.0-35-cloud-amd64 (or its -unsigned variant).
+	pkg=$(apt-cache depends "$kernel_meta" 2>/dev/null |
+		awk '/Depends: linux-image-[0-9].*-cloud-amd64/ {print $2; exit}')
+	if [ -z "$pkg" ]; then
+		log "cannot resolve $kernel_meta to a kernel package (apt-cache depends $kernel_meta)"
+		exit 1
+	fi
+	log "fetching $pkg"
+	mkdir -p "$cache"
+	work=$(mktemp -d "$PWD/$cache/download.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+	chmod 0777 "$work" # apt-get download drops privileges to _apt when it can
+	(cd "$work" && apt-get download -qq "$pkg" >&2)
+	dpkg -x "$work"/*.deb "$work/root"
+	img=$(ls "$work"/root/boot/vmlinuz-* | head -n1)
+	cp "$work"/root/boot/config-* "$cache/kernel.config"
+	echo "$pkg" >"$cache/kernel.package"
+	cp "$img" "$kernel.tmp" && mv "$kernel.tmp" "$kernel"
+	rm -rf "$work"
+	trap - EXIT
+	log "kernel cached at $kernel ($(cat "$cache/kernel.package"))"
+fi
+
+echo "$kernel"
