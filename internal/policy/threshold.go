@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -119,7 +120,30 @@ func (v ThresholdValue) String() string {
 	if v.Quantity != nil {
 		return v.Quantity.String()
 	}
-	return strconv.FormatFloat(float64(v.Percentage)*100, 'g', -1, 32) + "%"
+	return formatPercent(v.Percentage) + "%"
+}
+
+// formatPercent writes a float32 fraction as the shortest percentage that
+// parses back to it ("0.105" → "10.5"), shifting the decimal point in the
+// text so that float32 rounding does not show (0.3*100 is 30.000002 in float32).
+func formatPercent(p float32) string {
+	s := strconv.FormatFloat(float64(p), 'f', -1, 32)
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return s
+	}
+	r.Mul(r, big.NewRat(100, 1))
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	decimals := 0
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		decimals = len(s) - i - 1 - 2
+	}
+	if decimals < 1 {
+		decimals = 1
+	}
+	return strings.TrimRight(r.FloatString(decimals), "0")
 }
 
 // Threshold is one eviction threshold, the kubelet's evictionapi.Threshold.
