@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -282,10 +281,13 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alp
 		d.Notes = append(d.Notes, "eviction thresholds have been met, but no pods are active to evict")
 		return
 	}
-	ranked := rankPods(append([]*v1.Pod(nil), pods...), stats, deciding.Signal, e.fs, e.cfg.Features)
+	ranked := rankPods(pods, stats, deciding.Signal, e.fs, e.cfg.Features)
 	kind, _, _ := rankFor(deciding.Signal, e.fs)
-	for r := range ranked {
-		k := &ranked[r]
+	// one backing array for the candidates' quantities instead of 3 allocations each
+	qs := make([]resource.Quantity, 3*ranked.len())
+	d.Candidates = make([]Candidate, 0, ranked.len())
+	for r := 0; r < ranked.len(); r++ {
+		k := ranked.at(r)
 		c := Candidate{Rank: r + 1, Pod: refOf(k.pod), HasStats: k.found, Priority: k.priority, Critical: IsCriticalPod(k.pod)}
 		switch kind {
 		case rankPID:
@@ -293,18 +295,18 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alp
 			c.Usage = resource.NewQuantity(int64(k.procs), resource.DecimalSI)
 		default:
 			c.ExceedsRequest = k.exceeds
-			req := k.request.DeepCopy()
-			c.Request = &req
+			qs[3*r] = k.request
+			c.Request = &qs[3*r]
 			if k.found {
-				u, dl := k.usage.DeepCopy(), k.delta.DeepCopy()
-				c.Usage, c.UsageMinusRequest = &u, &dl
+				qs[3*r+1], qs[3*r+2] = k.usage, k.delta
+				c.Usage, c.UsageMinusRequest = &qs[3*r+1], &qs[3*r+2]
 			}
 		}
 		d.Candidates = append(d.Candidates, c)
 	}
 	res := signalToResource[deciding.Signal]
-	for r := range ranked {
-		pod := ranked[r].pod
+	for r := 0; r < ranked.len(); r++ {
+		pod := ranked.at(r).pod
 		grace := int64(immediateEvictionGracePeriodSeconds)
 		if !deciding.Hard() {
 			grace = e.cfg.MaxPodGracePeriodSeconds
@@ -388,15 +390,18 @@ func (e *Engine) emptyDirOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (boo
 			continue
 		}
 		size := vol.EmptyDir.SizeLimit
-		var used *resource.Quantity
+		var used int64
+		measured := false
 		// The kubelet dereferences usedBytes without a check (a nil would
 		// crash it); evictd treats a volume without usedBytes as unmeasured.
+		// The last stats entry of the name wins, as in the kubelet's map.
 		for j := range ps.VolumeStats {
 			if ps.VolumeStats[j].Name == vol.Name && ps.VolumeStats[j].UsedBytes != nil {
-				used = resource.NewQuantity(int64(*ps.VolumeStats[j].UsedBytes), resource.BinarySI)
+				used, measured = int64(*ps.VolumeStats[j].UsedBytes), true
 			}
 		}
-		if used != nil && size != nil && size.Sign() == 1 && used.Cmp(*size) > 0 {
+		// used > size, written as size < used so that no Quantity escapes
+		if measured && size != nil && size.Sign() == 1 && size.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
 			return true, fmt.Sprintf(emptyDirMessageFmt, vol.Name, size.String()), SignalEmptyDirFsLimit
 		}
 	}
@@ -404,8 +409,7 @@ func (e *Engine) emptyDirOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (boo
 }
 
 func podOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string) {
-	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-	limit, ok := limits[v1.ResourceEphemeralStorage]
+	limit, ok := podLimit(pod, v1.ResourceEphemeralStorage)
 	if !ok {
 		return false, "", ""
 	}
@@ -420,29 +424,45 @@ func podOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string
 }
 
 func (e *Engine) containerOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string) {
-	limits := map[string]*resource.Quantity{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if l := c.Resources.Limits.StorageEphemeral(); l != nil && l.Value() != 0 {
-			limits[c.Name] = l
+	// The kubelet builds a name → limit map from the regular containers, then
+	// the sidecars (restartable init containers), with non-zero limits only;
+	// a later entry of the same name replaces an earlier one.
+	limitOf := func(name string) (resource.Quantity, bool) {
+		var found resource.Quantity
+		ok := false
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			if c.Name != name {
+				continue
+			}
+			if l, has := c.Resources.Limits[v1.ResourceEphemeralStorage]; has && l.Value() != 0 {
+				found, ok = l, true
+			}
 		}
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if !isRestartableInitContainer(c) {
-			continue
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			if c.Name != name || !isRestartableInitContainer(c) {
+				continue
+			}
+			if l, has := c.Resources.Limits[v1.ResourceEphemeralStorage]; has && l.Value() != 0 {
+				found, ok = l, true
+			}
 		}
-		if l := c.Resources.Limits.StorageEphemeral(); l != nil && l.Value() != 0 {
-			limits[c.Name] = l
-		}
+		return found, ok
 	}
 	for i := range ps.Containers {
 		cs := &ps.Containers[i]
-		used := resource.NewQuantity(fsUsed(cs.Logs), resource.BinarySI)
-		if !e.fs.DedicatedImageFs {
-			used.Add(*resource.NewQuantity(fsUsed(cs.Rootfs), resource.BinarySI))
+		l, ok := limitOf(cs.Name)
+		if !ok {
+			continue
 		}
-		if l, ok := limits[cs.Name]; ok && l.Cmp(*used) < 0 {
+		used := fsUsed(cs.Logs)
+		if !e.fs.DedicatedImageFs {
+			// the kubelet adds two Quantities; int64 addition is the same
+			// below 2^63 bytes, which filesystems do not reach
+			used += fsUsed(cs.Rootfs)
+		}
+		if l.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
 			return true, fmt.Sprintf(containerEphemeralStorageMessageFmt, cs.Name, l.String()), SignalEphemeralContainerFsLimit
 		}
 	}

@@ -96,13 +96,7 @@ func index(ps ...statsv1alpha1.PodStats) map[string]*statsv1alpha1.PodStats {
 	return podStatsIndex(&statsv1alpha1.Summary{Pods: ps})
 }
 
-func names(keys []rankKey) []string {
-	var out []string
-	for _, k := range keys {
-		out = append(out, k.pod.Name)
-	}
-	return out
-}
+func names(r ranked) []string { return r.names() }
 
 func TestParseThresholdConfig(t *testing.T) {
 	cases := []struct {
@@ -513,8 +507,8 @@ func TestRanking(t *testing.T) {
 			t.Errorf("got %v want %v", got, want)
 		}
 		var deltas []string
-		for _, k := range keys {
-			deltas = append(deltas, k.delta.String())
+		for i := 0; i < keys.len(); i++ {
+			deltas = append(deltas, keys.at(i).delta.String())
 		}
 		if want := []string{"300Mi", "250Mi", "100Mi", "10Mi", "-25Mi", "-280Mi"}; !reflect.DeepEqual(deltas, want) {
 			t.Errorf("usage-request = %v, want %v", deltas, want)

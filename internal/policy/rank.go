@@ -122,17 +122,21 @@ func cmpBool(a, b bool) int {
 	return 1
 }
 
+// rankSorter sorts positions into keys (swapping small integers instead of
+// the large keys); the sequence of Less and Swap calls, and so the result,
+// is the kubelet's.
 type rankSorter struct {
-	kind rankKind
-	keys []rankKey
+	kind  rankKind
+	keys  []rankKey
+	order []int32
 }
 
-func (r *rankSorter) Len() int      { return len(r.keys) }
-func (r *rankSorter) Swap(i, j int) { r.keys[i], r.keys[j] = r.keys[j], r.keys[i] }
+func (r *rankSorter) Len() int      { return len(r.order) }
+func (r *rankSorter) Swap(i, j int) { r.order[i], r.order[j] = r.order[j], r.order[i] }
 
 // Less is the kubelet's multiSorter.Less over its compare chains.
 func (r *rankSorter) Less(i, j int) bool {
-	a, b := &r.keys[i], &r.keys[j]
+	a, b := &r.keys[r.order[i]], &r.keys[r.order[j]]
 	statsCmp := func() (int, bool) {
 		if !a.found || !b.found {
 			return cmpBool(!a.found, !b.found), true
@@ -190,9 +194,17 @@ func requestQuantity(pod *v1.Pod, name v1.ResourceName, gates FeatureGates) reso
 	default:
 		q = resource.Quantity{Format: resource.DecimalSI}
 	}
-	podLevel := gates.PodLevelResources && resourcehelper.IsPodLevelResourcesSet(pod)
-	if r, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{SkipContainerLevelResources: podLevel, ExcludeOverhead: true})[name]; ok {
-		q.Add(r)
+	if plainSum(pod) {
+		// Fast path, same result: without init containers or pod-level
+		// resources PodRequests is the sum over the containers.
+		if r, ok := sumContainers(pod, name, false); ok {
+			q.Add(r)
+		}
+	} else {
+		podLevel := gates.PodLevelResources && resourcehelper.IsPodLevelResourcesSet(pod)
+		if r, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{SkipContainerLevelResources: podLevel, ExcludeOverhead: true})[name]; ok {
+			q.Add(r)
+		}
 	}
 	if pod.Spec.Overhead != nil {
 		if o, ok := pod.Spec.Overhead[name]; ok && !q.IsZero() {
@@ -200,6 +212,52 @@ func requestQuantity(pod *v1.Pod, name v1.ResourceName, gates FeatureGates) reso
 		}
 	}
 	return q
+}
+
+// plainSum reports whether a pod's effective requests and limits are the plain
+// sum over its containers: no init containers (sidecar and init rules) and no
+// pod-level resources. component-helpers allocates maps for every call; the
+// engine calls it for every pod on every synchronize, so it takes this fast
+// path when it gives the same answer.
+func plainSum(pod *v1.Pod) bool {
+	return len(pod.Spec.InitContainers) == 0 && pod.Spec.Resources == nil
+}
+
+// sumContainers adds the containers' requests (or limits) of name the way
+// component-helpers' addResourceList does: the first value is copied (keeping
+// its format), later ones added. ok is false when no container sets it.
+func sumContainers(pod *v1.Pod, name v1.ResourceName, limits bool) (sum resource.Quantity, ok bool) {
+	for i := range pod.Spec.Containers {
+		list := pod.Spec.Containers[i].Resources.Requests
+		if limits {
+			list = pod.Spec.Containers[i].Resources.Limits
+		}
+		v, has := list[name]
+		if !has {
+			continue
+		}
+		if !ok {
+			sum, ok = v.DeepCopy(), true
+		} else {
+			sum.Add(v)
+		}
+	}
+	return sum, ok
+}
+
+// podLimit is resourcehelper.PodLimits(pod, {})[name].
+func podLimit(pod *v1.Pod, name v1.ResourceName) (resource.Quantity, bool) {
+	if !plainSum(pod) {
+		l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[name]
+		return l, ok
+	}
+	l, ok := sumContainers(pod, name, true)
+	if ok && pod.Spec.Overhead != nil && !l.IsZero() {
+		if o, has := pod.Spec.Overhead[name]; has {
+			l.Add(o)
+		}
+	}
+	return l, ok
 }
 
 func memoryUsage(m *statsv1alpha1.MemoryStats) resource.Quantity {
@@ -263,9 +321,8 @@ func podDiskUsage(ps *statsv1alpha1.PodStats, pod *v1.Pod, measure fsStats) (byt
 
 // rankPods orders pods for eviction on signal s exactly as the kubelet's rank
 // function: the same comparisons through sort.Sort on the same input order,
-// so ties come out as the kubelet's would for that order. It returns the keys
-// in ranked order.
-func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems, gates FeatureGates) []rankKey {
+// so ties come out as the kubelet's would for that order.
+func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems, gates FeatureGates) ranked {
 	kind, measure, res := rankFor(s, fs)
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
@@ -303,6 +360,25 @@ func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal
 			}
 		}
 	}
-	sort.Sort(&rankSorter{kind: kind, keys: keys})
-	return keys
+	order := make([]int32, len(keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.Sort(&rankSorter{kind: kind, keys: keys, order: order})
+	return ranked{keys: keys, order: order}
+}
+
+// ranked is the result of rankPods: at(i) is the i-th pod to evict.
+type ranked struct {
+	keys  []rankKey
+	order []int32
+}
+
+func (r ranked) len() int          { return len(r.order) }
+func (r ranked) at(i int) *rankKey { return &r.keys[r.order[i]] }
+func (r ranked) names() (out []string) {
+	for i := range r.order {
+		out = append(out, r.at(i).pod.Name)
+	}
+	return out
 }
