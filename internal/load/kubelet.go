@@ -1,0 +1,60 @@
+package load
+
+import (
+	"fmt"
+	"os"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// Kubelet configuration identity, as the kubelet's config-file loader wants it.
+const (
+	KubeletConfigKind       = "KubeletConfiguration"
+	KubeletConfigAPIVersion = "kubelet.config.k8s.io/v1beta1"
+)
+
+// KubeletConfigFile reads and decodes a KubeletConfiguration file.
+func KubeletConfigFile(path string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKubeletConfig(data, path)
+}
+
+// ParseKubeletConfig decodes a KubeletConfiguration (YAML or JSON), strictly:
+// unknown fields, duplicate keys, wrong types and a kind or apiVersion other
+// than KubeletConfiguration kubelet.config.k8s.io/v1beta1 are errors. name is
+// the file name used in errors.
+//
+// It only decodes. No kubelet defaulting is applied and evictionHard is not
+// merged with the defaults (policy.ConfigFromKubelet does that), so an absent
+// evictionHard stays nil and an explicit empty map stays empty. A missing kind
+// or apiVersion is accepted here; the kubelet itself refuses such a file, which
+// `evictd lint` reports (kc.Kind / kc.APIVersion are empty then).
+func ParseKubeletConfig(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+	js, top, err := toJSON(data, name)
+	if err != nil {
+		return nil, err
+	}
+	if top != topObject {
+		return nil, &Error{File: name, Err: fmt.Errorf("top level is %s, want a KubeletConfiguration object", top)}
+	}
+	if err := checkTypeMeta(js, name, "", []string{KubeletConfigKind}, KubeletConfigAPIVersion); err != nil {
+		return nil, err
+	}
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := decodeStrict(js, name, "", kc); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
+// readFile reads a whole input file; its errors already name the path.
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Err: err}
+	}
+	return data, nil
+}
