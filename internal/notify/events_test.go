@@ -1,0 +1,100 @@
+package notify
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/internal/workload/sandbox"
+)
+
+func TestParseMemoryEvents(t *testing.T) {
+	in := "low 1\nhigh 22\nmax 3\noom 4\noom_kill 5\noom_group_kill 6\nsock_throttled 9\n"
+	got, err := parseMemoryEvents(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := MemoryEvents{Low: 1, High: 22, Max: 3, OOM: 4, OOMKill: 5, OOMGroupKill: 6}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"high x\n", "max 1 2\n", "oom -1\n"} {
+		if _, err := parseMemoryEvents(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
+
+func FuzzParseMemoryEvents(f *testing.F) {
+	f.Add("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+	f.Add("high 18446744073709551615\n")
+	f.Add("max\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		parseMemoryEvents(strings.NewReader(s)) // must not panic
+	})
+}
+
+// cgroup v2 (VM tier): a hog hitting memory.high raises the high counter,
+// which wakes the watcher through POLLPRI.
+func TestEventsWatchWakesOnHigh(t *testing.T) {
+	needMode(t, sandbox.V2)
+	s := newSandbox(t, 0)
+	c, err := s.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Memory, "memory.high"), []byte("16777216"), 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := NewWaker()
+	ew, err := NewEventsWatch(p, w, filepath.Join(c.Memory, "memory.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ew.Close()
+	startHog(t, "alloc 32Mi; hold", c)
+	x := waitWake(t, w, 20*time.Second, "memory.high being hit")
+	if !strings.HasPrefix(x.Source, "memory.events ") {
+		t.Fatalf("source %q", x.Source)
+	}
+	if ew.Last().High == 0 {
+		t.Fatalf("high counter still 0 after the wake-up: %+v", ew.Last())
+	}
+}
+
+// cgroup v2 (VM tier): a PSI trigger on a cgroup's own memory.pressure fires
+// when that cgroup is throttled.
+func TestPSITriggerCgroupV2(t *testing.T) {
+	needMode(t, sandbox.V2)
+	s := newSandbox(t, 0)
+	c, err := s.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Memory, "memory.high"), []byte("16777216"), 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := NewWaker()
+	tr, err := NewPSITrigger(p, w, filepath.Join(c.Memory, "memory.pressure"), 10*time.Millisecond, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	startHog(t, "alloc 64Mi; hold", c)
+	x := waitWake(t, w, 20*time.Second, "throttling at memory.high")
+	if !strings.HasPrefix(x.Source, "psi ") {
+		t.Fatalf("source %q", x.Source)
+	}
+}

@@ -1,0 +1,99 @@
+package notify
+
+import (
+	"context"
+	"time"
+)
+
+// Fast-poll bounds. The interval shrinks with the headroom to the nearest
+// memory threshold: far from it a read per second costs nothing measurable;
+// close to it a read every 10 ms keeps detection well inside the kernel OOM
+// killer's reach.
+const (
+	DefaultFastPollMin = 10 * time.Millisecond
+	DefaultFastPollMax = time.Second
+	// DefaultRampRate is the allocation rate the interval is sized for: at
+	// 2 GiB/s the headroom left after one interval is still half the
+	// headroom seen.
+	DefaultRampRate = 2 << 30 // bytes per second
+)
+
+// HeadroomFunc returns the bytes left before the nearest memory threshold is
+// met (negative when it is met). It should be cheap: memory.current (or
+// memory.usage_in_bytes) and inactive_file of the pods' parent.
+type HeadroomFunc func() (int64, error)
+
+// FastPoll polls a HeadroomFunc at an interval that shrinks with the
+// headroom, and wakes the sink whenever the headroom changes sign (a crossing,
+// in either direction, like the v1 memcg threshold).
+type FastPoll struct {
+	Headroom HeadroomFunc
+	Sink     Sink
+	Min, Max time.Duration
+	RampRate int64 // bytes per second the interval is sized for
+	// OnError is called once per run of consecutive errors (optional).
+	OnError func(error)
+}
+
+// Interval returns the poll interval for a headroom: the time the headroom
+// lasts at RampRate, halved, clamped to [Min, Max].
+func (f *FastPoll) Interval(headroom int64) time.Duration {
+	lo, hi, rate := f.Min, f.Max, f.RampRate
+	if lo <= 0 {
+		lo = DefaultFastPollMin
+	}
+	if hi < lo {
+		hi = DefaultFastPollMax
+		if hi < lo {
+			hi = lo
+		}
+	}
+	if rate <= 0 {
+		rate = DefaultRampRate
+	}
+	if headroom <= 0 {
+		return lo
+	}
+	d := time.Duration(float64(headroom) / float64(rate) / 2 * float64(time.Second))
+	if d < lo {
+		return lo
+	}
+	if d > hi {
+		return hi
+	}
+	return d
+}
+
+// Run polls until ctx is done.
+func (f *FastPoll) Run(ctx context.Context) {
+	var prevMet, known, failing bool
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h, err := f.Headroom()
+		next := f.Interval(0)
+		if err != nil {
+			if !failing && f.OnError != nil {
+				f.OnError(err)
+			}
+			failing = true
+			next = f.Interval(1 << 62)
+		} else {
+			failing = false
+			met := h <= 0
+			if known && met != prevMet {
+				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
+			} else if !known && met {
+				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
+			}
+			known, prevMet = true, met
+			next = f.Interval(h)
+		}
+		t.Reset(next)
+	}
+}

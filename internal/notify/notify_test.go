@@ -1,0 +1,236 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/workload/sandbox"
+)
+
+func TestPollerDeliversAndCloses(t *testing.T) {
+	before := countFDs(t)
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{}, 1)
+	tok, err := p.add(efd, unix.EPOLLIN, func(uint32) { drainEventfd(efd); got <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Signals hitting the process while the poller sits in epoll_wait must
+	// not stop it (EINTR is retried).
+	for i := 0; i < 20; i++ {
+		syscall.Kill(os.Getpid(), syscall.SIGURG)
+	}
+	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("eventfd write not delivered")
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("poller stopped: %v", err)
+	}
+	p.remove(efd, tok)
+	unix.Close(efd)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := p.add(0, unix.EPOLLIN, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("add after Close: got %v, want ErrClosed", err)
+	}
+	if after := countFDs(t); after != before {
+		t.Fatalf("descriptors: %d before, %d after", before, after)
+	}
+}
+
+func TestUsageThreshold(t *testing.T) {
+	// capacity 8Gi, eviction threshold 100Mi, inactive_file 1Gi: the
+	// working set hits 8Gi-100Mi when usage hits 8Gi-100Mi+1Gi.
+	const mi, gi = 1 << 20, 1 << 30
+	if got, want := UsageThreshold(8*gi, 100*mi, 1*gi), int64(9*gi-100*mi); got != want {
+		t.Fatalf("UsageThreshold = %d, want %d", got, want)
+	}
+}
+
+func usage(t *testing.T, dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A hog crossing the registered usage threshold wakes the waiter, and its
+// exit (usage falling back below) wakes it again: crossings in both directions.
+func TestMemcgThresholdWakesBothWays(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	c, err := s.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := NewWaker()
+	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
+	defer m.Close()
+	const mi = 1 << 20
+	thr := usage(t, s.Parent.Memory) + 50*mi
+	if rebuilt, err := m.Update(time.Now(), thr); err != nil || !rebuilt {
+		t.Fatalf("Update: rebuilt=%v err=%v", rebuilt, err)
+	}
+	h := startHog(t, "alloc 100Mi; sleep 300ms; crash", c)
+	x := waitWake(t, w, 10*time.Second, "usage crossing the threshold upward")
+	if x.Source != "memcg-threshold allocatableMemory.available" {
+		t.Fatalf("source %q", x.Source)
+	}
+	<-h.done
+	waitWake(t, w, 10*time.Second, "usage falling back below the threshold")
+}
+
+// The registration is rebuilt at most every RefreshInterval, and rebuilding
+// 1,000 times leaks no descriptor.
+func TestMemcgThresholdRebuildNoLeak(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m := NewMemcgThreshold(p, NewWaker(), "memory.available", s.Parent.Memory)
+	defer m.Close()
+	t0 := time.Unix(1000, 0)
+	if rebuilt, err := m.Update(t0, 1<<30); err != nil || !rebuilt {
+		t.Fatalf("first Update: rebuilt=%v err=%v", rebuilt, err)
+	}
+	if rebuilt, _ := m.Update(t0.Add(9*time.Second), 2<<30); rebuilt {
+		t.Fatal("rebuilt within the 10 s refresh interval")
+	}
+	if rebuilt, _ := m.Update(t0.Add(11*time.Second), 2<<30); !rebuilt || m.Threshold() != 2<<30 {
+		t.Fatalf("not rebuilt after the refresh interval (threshold %d)", m.Threshold())
+	}
+	before := countFDs(t)
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		if err := m.Rebuild(int64(1<<30 + i*4096)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := countFDs(t); after != before {
+		t.Fatalf("descriptors after 1,000 rebuilds: %d, before: %d", after, before)
+	}
+	t.Logf("1,000 rebuilds took %s", time.Since(start))
+}
+
+func TestMemcgThresholdNotV1(t *testing.T) {
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m := NewMemcgThreshold(p, NewWaker(), "memory.available", t.TempDir())
+	err = m.Rebuild(1 << 30)
+	if err == nil {
+		t.Fatal("registration in a plain directory succeeded")
+	}
+}
+
+func TestValidatePSI(t *testing.T) {
+	for _, c := range []struct {
+		stall, window time.Duration
+		ok            bool
+	}{
+		{150 * time.Millisecond, 2 * time.Second, true},
+		{time.Second, 10 * time.Second, true},
+		{150 * time.Millisecond, time.Second, false}, // not a multiple of 2 s
+		{150 * time.Millisecond, 3 * time.Second, false},
+		{3 * time.Second, 2 * time.Second, false}, // stall > window
+		{0, 2 * time.Second, false},
+		{time.Second, 12 * time.Second, false}, // above the kernel's 10 s
+	} {
+		if err := ValidatePSI(c.stall, c.window); (err == nil) != c.ok {
+			t.Errorf("ValidatePSI(%s, %s) = %v, want ok=%v", c.stall, c.window, err, c.ok)
+		}
+	}
+}
+
+// The system-wide pressure file accepts a trigger with a 2 s window, and a
+// memcg that is driven into reclaim and the OOM killer produces a memory
+// stall that fires it.
+func TestPSITriggerFires(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
+		t.Skip("kernel without PSI (/proc/pressure/memory missing)")
+	}
+	needMode(t, sandbox.V1)
+	before := countFDs(t)
+	// Registered first, so it runs after the hogs' cleanups have reaped them
+	// (a running child holds a pidfd).
+	t.Cleanup(func() {
+		if after := countFDs(t); after != before {
+			t.Errorf("descriptors: %d before, %d after", before, after)
+		}
+	})
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWaker()
+	tr, err := NewPSITrigger(p, w, "/proc/pressure/memory", time.Millisecond, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(t, 32<<20)
+	c, err := s.Child("thrash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wg.Add(1)
+	go func() { // hogs that keep hitting the limit until the trigger fires
+		defer wg.Done()
+		for ctx.Err() == nil {
+			h := startHog(t, "ramp 64Mi 512Mi; hold", c)
+			select {
+			case <-h.done:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	x := waitWake(t, w, 20*time.Second, "memory stall under a 32 MiB limit")
+	cancel()
+	wg.Wait()
+	if x.Source != "psi /proc/pressure/memory" {
+		t.Fatalf("source %q", x.Source)
+	}
+	tr.Close()
+	p.Close()
+}

@@ -1,0 +1,227 @@
+// Package notify turns kernel notifications into wake-ups for the eviction
+// loop: cgroup v1 memcg usage thresholds (cgroup.event_control + eventfd), PSI
+// triggers, memory.events changes on cgroup v2, and an adaptive fast poll.
+//
+// A wake-up only says "run the loop now"; it never decides anything, exactly as
+// the kubelet's threshold handler only calls synchronize. A wake-up that is
+// missed costs latency, never correctness, because the periodic timer runs too.
+//
+// All descriptors are watched by one epoll instance (Poller) that is closed
+// through an eventfd, so Close never races a blocked epoll_wait.
+package notify
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Wake is one wake-up: which notifier fired and when it was seen.
+type Wake struct {
+	Source string    // e.g. "memcg-threshold memory.available", "psi /proc/pressure/memory"
+	At     time.Time // when the poller saw the event
+}
+
+// Sink receives wake-ups. It must not block; Waker is the usual Sink.
+type Sink interface {
+	Wake(Wake)
+}
+
+// Waker is a Sink that coalesces wake-ups into a buffered channel: when the
+// loop is busy, extra wake-ups are dropped because the next run sees the same
+// kernel state anyway.
+type Waker struct {
+	ch chan Wake
+}
+
+// wakeBuffer is how many wake-ups may queue while the loop is busy. A handful
+// keeps the sources of a burst visible in the log without ever blocking a
+// notifier.
+const wakeBuffer = 8
+
+// NewWaker returns a Waker with a small buffer.
+func NewWaker() *Waker { return &Waker{ch: make(chan Wake, wakeBuffer)} }
+
+// Wake queues w unless the buffer is full.
+func (w *Waker) Wake(x Wake) {
+	select {
+	case w.ch <- x:
+	default:
+	}
+}
+
+// C is the channel the loop selects on.
+func (w *Waker) C() <-chan Wake { return w.ch }
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(Wake)
+
+// Wake calls f.
+func (f SinkFunc) Wake(w Wake) { f(w) }
+
+// ErrClosed is returned by Poller methods after Close.
+var ErrClosed = errors.New("notify: poller closed")
+
+// handler is called on the poller goroutine with the epoll event mask.
+type handler func(events uint32)
+
+// Poller is one epoll instance with its own goroutine. Registrations are
+// keyed by a token (not by fd number) so that an event still in flight for a
+// descriptor that was removed and closed is never delivered to a new
+// descriptor that reused the number.
+type Poller struct {
+	epfd    int
+	closefd int // eventfd: writing to it stops the loop
+
+	mu       sync.Mutex
+	handlers map[int32]handler
+	next     int32
+	closed   bool
+
+	done chan struct{}
+	err  error // the error that stopped the loop, if any
+}
+
+// closeToken identifies the close eventfd in the epoll set.
+const closeToken int32 = 0
+
+// maxEvents is how many events one epoll_wait returns; more stay queued for
+// the next call, so the number only bounds batching.
+const maxEvents = 16
+
+// NewPoller creates the epoll instance and starts its goroutine.
+func NewPoller() (*Poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	closefd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, closefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: closeToken}); err != nil {
+		unix.Close(closefd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("epoll_ctl add close eventfd: %w", err)
+	}
+	p := &Poller{epfd: epfd, closefd: closefd, handlers: map[int32]handler{}, next: 1, done: make(chan struct{})}
+	go p.loop()
+	return p, nil
+}
+
+// add registers fd for events and returns the token to remove it with.
+func (p *Poller) add(fd int, events uint32, h handler) (int32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
+	}
+	tok := p.next
+	p.next++
+	if p.next <= 0 { // wrapped after 2^31 registrations; skip the close token
+		p.next = 1
+	}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: events, Fd: tok}); err != nil {
+		return 0, fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
+	}
+	p.handlers[tok] = h
+	return tok, nil
+}
+
+// remove unregisters fd (registered under tok). The caller closes fd after.
+func (p *Poller) remove(fd int, tok int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.handlers, tok)
+	if !p.closed {
+		// ENOENT/EBADF only mean the fd is already gone from the set.
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+}
+
+func (p *Poller) loop() {
+	defer close(p.done)
+	events := make([]unix.EpollEvent, maxEvents)
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue // a signal is not a reason to stop watching
+			}
+			p.mu.Lock()
+			p.err = fmt.Errorf("epoll_wait: %w", err)
+			p.mu.Unlock()
+			return
+		}
+		for i := 0; i < n; i++ {
+			tok := events[i].Fd
+			if tok == closeToken {
+				return
+			}
+			p.mu.Lock()
+			h := p.handlers[tok]
+			p.mu.Unlock()
+			if h != nil {
+				h(events[i].Events)
+			}
+		}
+	}
+}
+
+// Err returns the error that stopped the poller's loop, or nil.
+func (p *Poller) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Close stops the loop and closes the epoll and close descriptors. Notifiers
+// registered on the poller must be closed by their owners (before or after).
+func (p *Poller) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	var one [8]byte
+	one[0] = 1 // any non-zero uint64 wakes, whatever the byte order
+	if _, err := writeRetry(p.closefd, one[:]); err != nil {
+		return fmt.Errorf("wake poller for close: %w", err)
+	}
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := errors.Join(unix.Close(p.epfd), unix.Close(p.closefd))
+	p.handlers = nil
+	return err
+}
+
+// writeRetry writes b to fd, retrying EINTR.
+func writeRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return n, err
+	}
+}
+
+// drainEventfd reads an eventfd's counter so that it stops being readable.
+// The descriptor is non-blocking, so a spurious event costs one EAGAIN.
+func drainEventfd(fd int) {
+	var buf [8]byte
+	for {
+		_, err := unix.Read(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return
+	}
+}

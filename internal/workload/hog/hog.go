@@ -1,0 +1,204 @@
+// Package hog is a scripted memory hog: the evictd binary (or a test binary)
+// re-executes itself with EnvScript set, and the child joins the cgroups named
+// in EnvCgroups, then follows the script. The demo and the real-cgroup tests
+// use it as their workloads.
+//
+// A script is a list of steps separated by ";":
+//
+//	alloc 64Mi         allocate and touch 64 MiB at once
+//	ramp 256Mi 100Mi   allocate 256 MiB at 100 MiB per second
+//	sleep 2s           wait
+//	hold               wait forever (until killed)
+//	crash              exit with status 3 (a hog that dies by itself)
+//	ignore-term        ignore SIGTERM from now on (forces the SIGKILL path)
+//	forkloop           keep starting child hogs that hold, forever
+//	free               release everything allocated so far
+//
+// Memory is anonymous mmap touched page by page, so it is charged at once
+// and is invisible to the Go garbage collector.
+package hog
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Environment variables that turn a re-executed binary into a hog.
+const (
+	EnvScript  = "EVICTD_HOG_SCRIPT"
+	EnvCgroups = "EVICTD_HOG_CGROUPS" // ":"-separated cgroup directories to join first
+)
+
+// Step is one parsed script step.
+type Step struct {
+	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free
+	Bytes int64
+	Rate  int64 // bytes per second (ramp)
+	Dur   time.Duration
+}
+
+// ParseScript parses a script; errors name the step and the value.
+func ParseScript(s string) ([]Step, error) {
+	var steps []Step
+	for i, raw := range strings.Split(s, ";") {
+		f := strings.Fields(raw)
+		if len(f) == 0 {
+			continue
+		}
+		st := Step{Op: f[0]}
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
+		}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0}
+		n, ok := want[st.Op]
+		if !ok {
+			return nil, bad("unknown step")
+		}
+		if len(f)-1 != n {
+			return nil, bad("want %d argument(s), got %d", n, len(f)-1)
+		}
+		switch st.Op {
+		case "alloc", "ramp":
+			q, err := resource.ParseQuantity(f[1])
+			if err != nil || q.Value() <= 0 {
+				return nil, bad("size %q is not a positive quantity", f[1])
+			}
+			st.Bytes = q.Value()
+			if st.Op == "ramp" {
+				r, err := resource.ParseQuantity(f[2])
+				if err != nil || r.Value() <= 0 {
+					return nil, bad("rate %q is not a positive quantity per second", f[2])
+				}
+				st.Rate = r.Value()
+			}
+		case "sleep":
+			d, err := time.ParseDuration(f[1])
+			if err != nil || d < 0 {
+				return nil, bad("duration %q is not a non-negative duration", f[1])
+			}
+			st.Dur = d
+		}
+		steps = append(steps, st)
+	}
+	return steps, nil
+}
+
+// Command returns a command that runs exe as a hog in the given cgroup
+// directories. exe is usually os.Executable().
+func Command(exe, script string, cgroupDirs ...string) *exec.Cmd {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), EnvScript+"="+script, EnvCgroups+"="+strings.Join(cgroupDirs, ":"))
+	// Its own process group, so that a Ctrl-C on the terminal reaches the
+	// parent only and the parent decides how the hogs end.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// MaybeRun runs the hog and exits if EnvScript is set; otherwise it returns.
+// Call it first thing in main (or TestMain).
+func MaybeRun() {
+	script, ok := os.LookupEnv(EnvScript)
+	if !ok {
+		return
+	}
+	if err := run(script, os.Getenv(EnvCgroups)); err != nil {
+		fmt.Fprintln(os.Stderr, "hog:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+const pageSize = 4096
+
+func run(script, cgroups string) error {
+	steps, err := ParseScript(script)
+	if err != nil {
+		return err
+	}
+	for _, dir := range strings.Split(cgroups, ":") {
+		if dir == "" {
+			continue
+		}
+		// "0" moves the writing process (its whole thread group).
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("join cgroup: %w", err)
+		}
+	}
+	var maps [][]byte
+	touch := func(n int64) error {
+		if n <= 0 {
+			return nil
+		}
+		b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return fmt.Errorf("mmap %d bytes: %w", n, err)
+		}
+		for i := 0; i < len(b); i += pageSize {
+			b[i] = 1
+		}
+		maps = append(maps, b)
+		return nil
+	}
+	for _, st := range steps {
+		switch st.Op {
+		case "alloc":
+			if err := touch(st.Bytes); err != nil {
+				return err
+			}
+		case "ramp":
+			// 10 ms slices: smooth enough for the fast poll to see a ramp.
+			const slice = 10 * time.Millisecond
+			chunk := st.Rate / int64(time.Second/slice)
+			if chunk < pageSize {
+				chunk = pageSize
+			}
+			start := time.Now()
+			for done := int64(0); done < st.Bytes; {
+				n := min(chunk, st.Bytes-done)
+				if err := touch(n); err != nil {
+					return err
+				}
+				done += n
+				due := start.Add(time.Duration(float64(done) / float64(st.Rate) * float64(time.Second)))
+				time.Sleep(time.Until(due))
+			}
+		case "sleep":
+			time.Sleep(st.Dur)
+		case "hold":
+			select {}
+		case "crash":
+			os.Exit(3)
+		case "ignore-term":
+			signal.Ignore(syscall.SIGTERM)
+		case "free":
+			for _, b := range maps {
+				unix.Munmap(b)
+			}
+			maps = nil
+		case "forkloop":
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			for {
+				c := exec.Command(exe)
+				c.Env = append(os.Environ(), EnvScript+"=hold", EnvCgroups+"=")
+				if err := c.Start(); err != nil {
+					time.Sleep(time.Millisecond) // killed or out of pids: keep trying
+					continue
+				}
+				go c.Wait()
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+// Package sandbox makes a throwaway cgroup tree that stands for a node's
+// pods: a parent with a memory limit and workload children, on cgroup v1
+// (memory, and freezer for the kill) or v2. The demo and the real-cgroup tests
+// use it; Close kills every process in it and removes every directory it made.
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Mount points of the hierarchies, variables so a test can point elsewhere.
+var (
+	V2Root      = "/sys/fs/cgroup"
+	V1Memory    = "/sys/fs/cgroup/memory"
+	V1Freezer   = "/sys/fs/cgroup/freezer"
+	errNoMemcg  = errors.New("no memory cgroup controller found (neither cgroup v2 with memory nor a v1 memory hierarchy)")
+	cleanupWait = 5 * time.Second // how long Close waits for killed processes to leave
+)
+
+// Mode is the cgroup mode of the memory controller.
+type Mode int
+
+const (
+	V1 Mode = 1
+	V2 Mode = 2
+)
+
+func (m Mode) String() string { return "v" + strconv.Itoa(int(m)) }
+
+// DetectMode finds where the memory controller lives.
+func DetectMode() (Mode, error) {
+	if b, err := os.ReadFile(filepath.Join(V2Root, "cgroup.controllers")); err == nil && hasWord(b, "memory") {
+		return V2, nil
+	}
+	if _, err := os.Stat(filepath.Join(V1Memory, "memory.limit_in_bytes")); err == nil {
+		return V1, nil
+	}
+	return 0, errNoMemcg
+}
+
+func hasWord(b []byte, w string) bool {
+	for _, f := range bytes.Fields(b) {
+		if string(f) == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Cgroup is one directory of the sandbox in every hierarchy it uses.
+type Cgroup struct {
+	Name    string
+	Rel     string // path relative to the hierarchy roots, e.g. "/evictd-demo-123/web"
+	Memory  string // memory cgroup directory (v1 memory hierarchy, or the v2 dir)
+	Freezer string // v1 freezer directory; "" on v2
+}
+
+// Dirs are the directories a process must join.
+func (c Cgroup) Dirs() []string {
+	if c.Freezer == "" {
+		return []string{c.Memory}
+	}
+	return []string{c.Memory, c.Freezer}
+}
+
+// Sandbox is a parent cgroup with a memory limit and its children.
+type Sandbox struct {
+	Mode     Mode
+	Parent   Cgroup
+	children []Cgroup
+}
+
+// New creates the parent cgroup rel (e.g. "/evictd-demo-1234") with a memory
+// limit of limitBytes (0: no limit).
+func New(rel string, limitBytes int64) (*Sandbox, error) {
+	mode, err := DetectMode()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{Mode: mode}
+	s.Parent, err = s.mk("parent", rel)
+	if err != nil {
+		return nil, err
+	}
+	if mode == V2 {
+		if err := os.WriteFile(filepath.Join(s.Parent.Memory, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("enable memory controller in %s: %w", s.Parent.Memory, err)
+		}
+	}
+	if limitBytes > 0 {
+		if err := s.SetLimit(s.Parent, limitBytes); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Sandbox) mk(name, rel string) (Cgroup, error) {
+	c := Cgroup{Name: name, Rel: rel}
+	if s.Mode == V2 {
+		c.Memory = filepath.Join(V2Root, rel)
+	} else {
+		c.Memory = filepath.Join(V1Memory, rel)
+		if _, err := os.Stat(V1Freezer); err == nil {
+			c.Freezer = filepath.Join(V1Freezer, rel)
+		}
+	}
+	for _, d := range c.Dirs() {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			for _, m := range c.Dirs() {
+				if m == d {
+					break
+				}
+				os.Remove(m)
+			}
+			return Cgroup{}, fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Child creates a workload cgroup under the parent.
+func (s *Sandbox) Child(name string) (Cgroup, error) {
+	c, err := s.mk(name, filepath.Join(s.Parent.Rel, name))
+	if err != nil {
+		return Cgroup{}, err
+	}
+	s.children = append(s.children, c)
+	return c, nil
+}
+
+// Children returns the workload cgroups in creation order.
+func (s *Sandbox) Children() []Cgroup { return append([]Cgroup(nil), s.children...) }
+
+// SetLimit sets the memory limit of c (memory.max on v2, memory.limit_in_bytes on v1).
+func (s *Sandbox) SetLimit(c Cgroup, bytes int64) error {
+	file := "memory.limit_in_bytes"
+	if s.Mode == V2 {
+		file = "memory.max"
+	}
+	p := filepath.Join(c.Memory, file)
+	if err := os.WriteFile(p, []byte(strconv.FormatInt(bytes, 10)), 0); err != nil {
+		return fmt.Errorf("set %s to %d: %w", p, bytes, err)
+	}
+	return nil
+}
+
+// OOMKills returns the kernel OOM-kill count of c (v1 memory.oom_control
+// "oom_kill", v2 memory.events "oom_kill"; hierarchical on v2 only).
+func (s *Sandbox) OOMKills(c Cgroup) (uint64, error) {
+	file := "memory.oom_control"
+	if s.Mode == V2 {
+		file = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(c.Memory, file))
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "oom_kill" {
+			return strconv.ParseUint(f[1], 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// Procs lists the processes in dir's cgroup.procs.
+func Procs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// Close kills every process left in the sandbox and removes its cgroups,
+// children first. It is safe to call more than once.
+func (s *Sandbox) Close() error {
+	var errs []error
+	all := append(s.Children(), s.Parent)
+	for _, c := range all {
+		if c.Memory == "" {
+			continue
+		}
+		if c.Freezer != "" {
+			// A frozen cgroup cannot be emptied: thaw first.
+			os.WriteFile(filepath.Join(c.Freezer, "freezer.state"), []byte("THAWED"), 0)
+		}
+		killAll(c.Dirs())
+	}
+	for _, c := range all {
+		for _, d := range c.Dirs() {
+			if err := rmdirRetry(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	s.children = nil
+	s.Parent = Cgroup{}
+	return errors.Join(errs...)
+}
+
+func killAll(dirs []string) {
+	deadline := time.Now().Add(cleanupWait)
+	for time.Now().Before(deadline) {
+		n := 0
+		for _, d := range dirs {
+			pids, _ := Procs(d)
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGKILL)
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func rmdirRetry(d string) error {
+	var err error
+	for i := 0; i < 100; i++ {
+		err = syscall.Rmdir(d)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // exiting processes still charged
+	}
+	return fmt.Errorf("remove cgroup %s: %w", d, err)
+}
