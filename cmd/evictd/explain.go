@@ -1,0 +1,343 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/scenario"
+)
+
+func init() {
+	register(command{
+		name:    "explain",
+		summary: "show what the kubelet's eviction manager decides for a config, stats and pods",
+		run:     runExplain,
+	})
+}
+
+const explainHelp = `
+Explains what the kubelet v1.37.2 eviction manager decides on its first
+synchronize with these inputs: the signals it observes, each threshold (met,
+still in its grace period and for how long, or not met), the node conditions,
+the node-level reclaim it runs first, the pods ranked for the deciding signal
+with the keys that ranked them, and the pod it evicts with grace period and
+message — the same text the pod's status and event get.
+
+Inputs are the formats you already have: a KubeletConfiguration file (YAML or
+JSON) and/or the kubelet's eviction flags (flags win over the file, as in the
+kubelet); the node's /stats/summary JSON (kubectl get --raw
+/api/v1/nodes/NODE/proxy/stats/summary); the pods as kubectl get pods -o json
+(a PodList, a list of Pods or one Pod; JSON or YAML).
+
+When node-level reclaim (container/image GC) would run first, explain assumes
+it frees nothing and shows the eviction that follows; use "evictd simulate"
+with afterReclaim to model what GC frees.
+
+Example:
+  evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
+  evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
+`
+
+func runExplain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("explain", "[--config FILE] [eviction flags] --summary FILE --pods FILE [-o table|json]", explainHelp, stdout, stderr)
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
+	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
+	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
+	imageFs := fs.Bool("dedicated-imagefs", false, "the container runtime's image filesystem is separate from the node filesystem")
+	splitFs := fs.Bool("split-containerfs", false, "container writable layers are on a filesystem separate from images (implies --dedicated-imagefs)")
+	out := fs.String("o", "table", "output format: table or json")
+	evFlags := load.RegisterEvictionFlags(fs)
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "evictd explain: "+format+"\n", a...)
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	if *summaryPath == "" || *podsPath == "" {
+		return fail("--summary and --pods are required (see --help)")
+	}
+	if *out != "table" && *out != "json" {
+		return fail("-o %q: want table or json", *out)
+	}
+	if *splitFs && !*imageFs {
+		*imageFs = true
+	}
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	source := "kubelet defaults"
+	if *configPath != "" {
+		var err error
+		if kc, err = load.KubeletConfigFile(*configPath); err != nil {
+			return fail("%v", err)
+		}
+		source = *configPath
+	}
+	if err := evFlags.Apply(kc); err != nil {
+		return fail("%v", err)
+	}
+	if len(evFlags.Set()) > 0 {
+		source += " + --" + strings.Join(evFlags.Set(), " --")
+	}
+	cfg, err := policy.ConfigFromKubelet(kc)
+	if err != nil {
+		return fail("%s: %v", source, err)
+	}
+	summary, err := load.SummaryFile(*summaryPath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	pods, err := load.PodsFile(*podsPath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	eng, err := policy.NewEngine(cfg, policy.Filesystems{DedicatedImageFs: *imageFs, SplitContainerFs: *splitFs})
+	if err != nil {
+		return fail("%v", err)
+	}
+	now := scenario.Start
+	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	reclaim := d.Reclaim
+	if d.ReclaimPending {
+		d = eng.Reclaimed(now, summary)
+		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
+	}
+	rep := explainReport{Config: source, Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
+	if *out == "json" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fail("%v", err)
+		}
+		stdout.Write(append(b, '\n'))
+		return exitOK
+	}
+	writeExplainTable(stdout, &rep)
+	return exitOK
+}
+
+// explainReport is explain's JSON output.
+type explainReport struct {
+	Config      string             `json:"config"`
+	Filesystems policy.Filesystems `json:"filesystems"`
+	// Thresholds: every effective threshold with its state on this synchronize.
+	Thresholds []thresholdRow  `json:"thresholds"`
+	Decision   policy.Decision `json:"decision"`
+}
+
+type thresholdRow struct {
+	Threshold string `json:"threshold"`
+	Signal    string `json:"signal"`
+	Quantity  string `json:"quantity,omitempty"`
+	Available string `json:"available,omitempty"`
+	// State: met, in-grace, stale, not-met, no-observation.
+	State          string `json:"state"`
+	GraceRemaining string `json:"graceRemaining,omitempty"`
+}
+
+func thresholdRows(eng *policy.Engine, d *policy.Decision) []thresholdRow {
+	obs := map[policy.Signal]policy.Observation{}
+	for _, o := range d.Observations {
+		obs[o.Signal] = o
+	}
+	find := func(list []policy.ThresholdStatus, t policy.Threshold) *policy.ThresholdStatus {
+		for i := range list {
+			if list[i].Threshold.String() == t.String() {
+				return &list[i]
+			}
+		}
+		return nil
+	}
+	var rows []thresholdRow
+	for _, t := range eng.Thresholds() {
+		r := thresholdRow{Threshold: t.String(), Signal: string(t.Signal), State: "not-met"}
+		o, ok := obs[t.Signal]
+		if !ok {
+			r.State = "no-observation"
+		} else {
+			r.Quantity = policy.ThresholdQuantity(t.Value, &o.Capacity).String()
+			r.Available = o.Available.String()
+		}
+		switch {
+		case t.Operator == "":
+			r.State = "never (no source)"
+		case find(d.InGrace, t) != nil:
+			r.State = "in-grace"
+			r.GraceRemaining = find(d.InGrace, t).GraceRemaining.String()
+		case find(d.Stale, t) != nil:
+			r.State = "stale"
+		case find(d.Met, t) != nil:
+			r.State = "met"
+			if find(d.Met, t).MinReclaimActive {
+				r.State = "met (min-reclaim)"
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func writeExplainTable(w io.Writer, rep *explainReport) {
+	d := &rep.Decision
+	layout := "single filesystem"
+	switch {
+	case rep.Filesystems.SplitContainerFs:
+		layout = "split (nodefs + imagefs + containerfs)"
+	case rep.Filesystems.DedicatedImageFs:
+		layout = "dedicated imagefs"
+	}
+	fmt.Fprintf(w, "Config: %s; layout: %s\n", rep.Config, layout)
+	if d.Error != "" {
+		fmt.Fprintf(w, "Error: %s\n", d.Error)
+	}
+
+	fmt.Fprintln(w, "\nObservations")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SIGNAL\tAVAILABLE\tCAPACITY")
+	for _, o := range d.Observations {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", o.Signal, o.Available.String(), o.Capacity.String())
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nThresholds")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  THRESHOLD\tQUANTITY\tAVAILABLE\tSTATE")
+	never := 0
+	for _, r := range rep.Thresholds {
+		if r.State == "never (no source)" {
+			never++
+			continue
+		}
+		state := r.State
+		if r.GraceRemaining != "" {
+			state += " (" + r.GraceRemaining + " left)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Threshold, dash(r.Quantity), dash(r.Available), state)
+	}
+	tw.Flush()
+	if never > 0 {
+		fmt.Fprintf(w, "  (%d containerfs threshold(s) copied from a missing source never fire)\n", never)
+	}
+
+	conds := "none"
+	if len(d.NodeConditions) > 0 {
+		cs := make([]string, len(d.NodeConditions))
+		for i, c := range d.NodeConditions {
+			cs[i] = string(c)
+		}
+		conds = strings.Join(cs, ", ")
+	}
+	fmt.Fprintf(w, "\nNode conditions: %s\n", conds)
+	if d.Deciding != nil {
+		fmt.Fprintf(w, "Deciding threshold: %s (reclaim %s)\n", d.Deciding.Threshold.String(), d.Resource)
+	}
+	if len(d.Reclaim) > 0 {
+		fmt.Fprintf(w, "Node-level reclaim first: %s\n", strings.Join(d.Reclaim, ", "))
+	}
+
+	if len(d.Candidates) > 0 {
+		fmt.Fprintf(w, "\nCandidates for %s (evicted first at the top)\n", d.Signal)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if d.Signal == policy.SignalPIDAvailable {
+			fmt.Fprintln(tw, "  #\tPOD\tPRIORITY\tPROCESSES\tSTATS")
+		} else {
+			fmt.Fprintln(tw, "  #\tPOD\tEXCEEDS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST")
+		}
+		for _, c := range d.Candidates {
+			name := c.Pod.Namespace + "/" + c.Pod.Name
+			if len(name) > 40 {
+				name = name[:39] + "…"
+			}
+			if c.Critical {
+				name += " (critical)"
+			}
+			if d.Signal == policy.SignalPIDAvailable {
+				stats := "yes"
+				if !c.HasStats {
+					stats = "none"
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\n", c.Rank, name, c.Priority, c.ProcessCount, stats)
+				continue
+			}
+			exceeds := "no"
+			if !c.HasStats {
+				exceeds = "no stats"
+			} else if c.ExceedsRequest {
+				exceeds = "yes"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Rank, name, exceeds, c.Priority,
+				qstr(c.Usage), qstr(c.Request), qstr(c.UsageMinusRequest))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	if len(d.Evictions) == 0 {
+		if d.ReclaimSufficient {
+			fmt.Fprintln(w, "Evicted: none (node-level reclaim was enough)")
+		} else {
+			fmt.Fprintln(w, "Evicted: none")
+		}
+	}
+	for _, ev := range d.Evictions {
+		kind := "threshold " + ev.Signal
+		if ev.Limit {
+			kind = "limit " + ev.Signal
+		}
+		fmt.Fprintf(w, "Evicted: %s/%s, grace period %ds (%s)\n", ev.Pod.Namespace, ev.Pod.Name, ev.GracePeriodSeconds, kind)
+		fmt.Fprintf(w, "  message: %s\n", wrap(strings.TrimSpace(ev.Message), 88, "           "))
+		if ev.Condition != nil {
+			fmt.Fprintf(w, "  condition: %s=%s reason %s\n", ev.Condition.Type, ev.Condition.Status, ev.Condition.Reason)
+		}
+	}
+	for _, p := range d.SkippedCritical {
+		fmt.Fprintf(w, "Not evicted (critical pod): %s/%s\n", p.Namespace, p.Name)
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func qstr(q *resource.Quantity) string {
+	if q == nil {
+		return "-"
+	}
+	return q.String()
+}
+
+// wrap breaks s at spaces so that lines stay within width, indenting
+// continuation lines.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 {
+			if line+1+len(word) > width {
+				b.WriteString("\n" + indent)
+				line = 0
+			} else {
+				b.WriteByte(' ')
+				line++
+			}
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/evictd/evictd/internal/scenario"
+)
+
+func init() {
+	register(command{
+		name:    "simulate",
+		summary: "replay a timeline of stats and pods through the kubelet's eviction policy",
+		run:     runSimulate,
+	})
+}
+
+const simulateHelp = `
+Replays a scenario — a kubelet configuration and a timeline of /stats/summary
+snapshots and pod lists — through evictd's policy engine, which decides as the
+kubelet v1.37.2 eviction manager does, one synchronize per step. A pod evicted
+in a step is gone from the later steps. Use it to tune thresholds before a
+rollout, or to replay an incident.
+
+Scenario file (YAML or JSON; objects may be given inline or as a path relative
+to the scenario file):
+
+  kubeletConfig: {...}   # a KubeletConfiguration, or a path
+  filesystems: {dedicatedImageFs: false, splitContainerFs: false}   # optional
+  steps:
+  - at: 0s               # Go duration since the start (2026-01-01T00:00:00Z)
+    summary: {...}       # a /stats/summary document, or a path
+    pods: {...}          # PodList, list of Pods or a Pod, or a path;
+                         # required in the first step, carried over when absent
+    afterReclaim: {...}  # optional: the Summary seen after node-level reclaim
+                         # (container/image GC) ran; absent = it freed nothing
+
+Output: per step the node conditions, node-level reclaim run, and evicted pods
+with grace period and message. -o json prints
+{"steps":[{"at","nodeConditions","evicted":[{"namespace","name",
+"gracePeriodSeconds","message"}],"nodeReclaim"}]}; -v adds every decision.
+
+Example:
+  evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml
+`
+
+func runSimulate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v]", simulateHelp, stdout, stderr)
+	path := fs.String("scenario", "", "scenario file (YAML or JSON), required")
+	out := fs.String("o", "table", "output format: table or json")
+	verbose := fs.Bool("v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "evictd simulate: --scenario is required (see --help)")
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "evictd simulate: unexpected argument %q\n", fs.Arg(0))
+		return exitError
+	}
+	if *out != "table" && *out != "json" {
+		fmt.Fprintf(stderr, "evictd simulate: -o %q: want table or json\n", *out)
+		return exitError
+	}
+	s, err := scenario.LoadFile(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, "evictd simulate:", err)
+		return exitError
+	}
+	res, err := scenario.Run(s, scenario.RunOptions{Verbose: *verbose && *out == "json"})
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd simulate: %s: %v\n", *path, err)
+		return exitError
+	}
+	if *out == "json" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			fmt.Fprintln(stderr, "evictd simulate:", err)
+			return exitError
+		}
+		stdout.Write(append(b, '\n'))
+		return exitOK
+	}
+	writeSimulateTable(stdout, res, *verbose)
+	return exitOK
+}
+
+func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tCONDITIONS\tRECLAIM\tEVICTED\tGRACE")
+	for _, st := range res.Steps {
+		conds := "-"
+		if len(st.NodeConditions) > 0 {
+			cs := make([]string, len(st.NodeConditions))
+			for i, c := range st.NodeConditions {
+				cs[i] = string(c)
+			}
+			conds = strings.Join(cs, ",")
+		}
+		reclaim := "-"
+		if len(st.NodeReclaim) > 0 {
+			reclaim = strings.Join(st.NodeReclaim, ",")
+			if st.ReclaimSufficient {
+				reclaim += " (enough)"
+			}
+		}
+		if len(st.Evicted) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\n", st.At, conds, reclaim)
+		}
+		for i, ev := range st.Evicted {
+			at, c, r := st.At, conds, reclaim
+			if i > 0 {
+				at, c, r = "", "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%ds\n", at, c, r, ev.Namespace, ev.Name, ev.GracePeriodSeconds)
+		}
+		if st.Error != "" {
+			fmt.Fprintf(tw, "\t  error: %s\t\t\t\n", st.Error)
+		}
+	}
+	tw.Flush()
+	// Messages are long; list them after the table so it stays narrow.
+	first := true
+	for _, st := range res.Steps {
+		for _, ev := range st.Evicted {
+			if first {
+				fmt.Fprintln(w, "\nMessages:")
+				first = false
+			}
+			fmt.Fprintf(w, "  %s %s/%s: %s\n", st.At, ev.Namespace, ev.Name, strings.TrimSpace(ev.Message))
+		}
+		if verbose && st.Signal != "" {
+			fmt.Fprintf(w, "  %s deciding signal: %s\n", st.At, st.Signal)
+		}
+	}
+}
