@@ -1,14 +1,14 @@
 package notify
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
+
+	"github.com/evictd/evictd/internal/workload/hog"
+	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
@@ -16,63 +16,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// inVM reports whether the test runs in the cgroup v2 VM harness.
-func inVM() bool { return os.Getenv("EVICTD_TEST_VM") == "1" }
+var (
+	needMode   = sandboxtest.NeedMode
+	newSandbox = sandboxtest.New
+	countFDs   = sandboxtest.CountFDs
+)
 
-// needMode skips unless the memory controller is in mode want. Inside the VM
-// (cgroup v2 by construction) a v2 test must not skip.
-func needMode(t *testing.T, want sandbox.Mode) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
-	got, err := sandbox.DetectMode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != want {
-		if want == sandbox.V2 && inVM() {
-			t.Fatalf("in the VM the memory controller must be on cgroup v2, found %s", got)
-		}
-		t.Skipf("memory controller is on cgroup %s here; this test needs %s (run in the VM tier for v2)", got, want)
-	}
-}
+type hogProc struct{ done chan struct{} }
 
-func newSandbox(t *testing.T, limit int64) *sandbox.Sandbox {
-	t.Helper()
-	s, err := sandbox.New(fmt.Sprintf("/evictd-test-%s-%d", filepath.Base(t.Name()), os.Getpid()), limit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
-}
-
-func startHog(t *testing.T, script string, c sandbox.Cgroup) *hogProc {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := hog.Command(exe, script, c.Dirs()...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &hogProc{pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { h.err = cmd.Wait(); close(h.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-h.done })
-	return h
-}
-
-type hogProc struct {
-	pid  int
-	done chan struct{} // closed when the hog has exited
-	err  error         // its exit status, valid after done
+func startHog(t *testing.T, script string, c sandboxCgroup) hogProc {
+	return hogProc{done: sandboxtest.StartHog(t, script, c).Done}
 }
 
 func waitWake(t *testing.T, w *Waker, within time.Duration, what string) Wake {
@@ -86,11 +39,4 @@ func waitWake(t *testing.T, w *Waker, within time.Duration, what string) Wake {
 	return Wake{}
 }
 
-func countFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
+type sandboxCgroup = sandbox.Cgroup

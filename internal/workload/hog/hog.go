@@ -174,7 +174,9 @@ func run(script, cgroups string) error {
 		case "sleep":
 			time.Sleep(st.Dur)
 		case "hold":
-			select {}
+			for { // a sleeping timer, not select{}: the runtime calls that a deadlock
+				time.Sleep(time.Hour)
+			}
 		case "crash":
 			os.Exit(3)
 		case "ignore-term":

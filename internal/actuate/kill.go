@@ -1,0 +1,359 @@
+// Package actuate carries out eviction decisions on a host: it kills a
+// workload's cgroup gracefully (SIGTERM to every process, SIGKILL at the grace
+// deadline) with a kill that no fork can escape (cgroup.kill on v2, freezer +
+// SIGKILL on v1), runs node-level reclaim hooks, and in dry-run mode only
+// describes what it would do.
+package actuate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Mode is the cgroup mode of the workload cgroups.
+type Mode int
+
+const (
+	V1 Mode = 1 // memory on v1; the hard kill goes through the v1 freezer
+	V2 Mode = 2 // unified; the hard kill is cgroup.kill
+)
+
+// Timing of a kill.
+const (
+	// pollEvery is how often the killer rechecks a cgroup for processes.
+	pollEvery = 10 * time.Millisecond
+	// freezeTimeout bounds waiting for FREEZING to become FROZEN; a task in
+	// uninterruptible sleep can delay it, and SIGKILL still goes out after.
+	freezeTimeout = time.Second
+	// DefaultGoneTimeout bounds waiting for a killed cgroup to empty, like
+	// the kubelet's wait of max(1.5 × grace, 10 s) for the pod to terminate.
+	DefaultGoneTimeout = 10 * time.Second
+)
+
+// ErrSelf is returned for a cgroup that holds evictd itself.
+var ErrSelf = errors.New("refusing to kill the cgroup evictd runs in")
+
+// Target is the workload to kill.
+type Target struct {
+	Name   string // for logs
+	Cgroup string // its cgroup directory (the v1 memory hierarchy or the v2 tree)
+}
+
+// Result says what a kill did (or, in dry run, would do).
+type Result struct {
+	Target     Target
+	Grace      time.Duration
+	Terminated []int  // processes sent SIGTERM
+	HardKill   string // "", "cgroup.kill", "freezer+SIGKILL", "SIGKILL"
+	Gone       bool   // the cgroup held no process when Kill returned
+	DryRun     bool
+	Elapsed    time.Duration
+}
+
+// Killer kills workload cgroups.
+type Killer struct {
+	Mode Mode
+	// FreezerRoot and MemoryRoot map a v1 memory cgroup to its freezer
+	// cgroup (same path relative to the roots).
+	MemoryRoot, FreezerRoot string
+	DryRun                  bool
+	GoneTimeout             time.Duration // 0: DefaultGoneTimeout
+	Log                     *slog.Logger  // nil: slog.Default()
+	// Self is the pid that must never be killed (0: os.Getpid()).
+	Self int
+}
+
+func (k *Killer) log() *slog.Logger {
+	if k.Log != nil {
+		return k.Log
+	}
+	return slog.Default()
+}
+
+// Kill ends every process of t. With grace > 0 it sends SIGTERM and waits up
+// to grace for the cgroup to empty; then (or at once with grace 0) it kills
+// what is left with no fork race, and waits (bounded) until the cgroup is
+// empty. ctx cancels the waits, never a kill half-done.
+func (k *Killer) Kill(ctx context.Context, t Target, grace time.Duration) (Result, error) {
+	start := time.Now()
+	res := Result{Target: t, Grace: grace, DryRun: k.DryRun}
+	pids, err := ProcsRecursive(t.Cgroup)
+	if err != nil {
+		return res, fmt.Errorf("kill %s: %w", t.Name, err)
+	}
+	self := k.Self
+	if self == 0 {
+		self = os.Getpid()
+	}
+	for _, p := range pids {
+		if p == self {
+			return res, fmt.Errorf("kill %s (%s): %w", t.Name, t.Cgroup, ErrSelf)
+		}
+	}
+	hard := k.hardKillMethod(t)
+	if k.DryRun {
+		res.Terminated = pids
+		res.HardKill = hard
+		k.log().Info("dry run: would kill workload", "workload", t.Name, "cgroup", t.Cgroup,
+			"sigterm_pids", pids, "grace", grace, "then", hard)
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+	if grace > 0 && len(pids) > 0 {
+		for _, p := range pids {
+			if err := syscall.Kill(p, syscall.SIGTERM); err == nil {
+				res.Terminated = append(res.Terminated, p)
+			}
+		}
+		if k.waitEmpty(ctx, t.Cgroup, grace) {
+			res.Gone = true
+			res.Elapsed = time.Since(start)
+			return res, nil
+		}
+	}
+	res.HardKill = hard
+	if err := k.hardKill(t); err != nil {
+		res.Elapsed = time.Since(start)
+		return res, fmt.Errorf("kill %s: %w", t.Name, err)
+	}
+	gone := k.GoneTimeout
+	if gone <= 0 {
+		gone = DefaultGoneTimeout
+	}
+	res.Gone = k.waitEmpty(ctx, t.Cgroup, gone)
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+func (k *Killer) hardKillMethod(t Target) string {
+	if k.Mode == V2 {
+		if _, err := os.Stat(filepath.Join(t.Cgroup, "cgroup.kill")); err == nil {
+			return "cgroup.kill"
+		}
+		return "SIGKILL"
+	}
+	if k.FreezerRoot != "" {
+		if _, err := os.Stat(k.FreezerRoot); err == nil {
+			return "freezer+SIGKILL"
+		}
+	}
+	return "SIGKILL"
+}
+
+func (k *Killer) hardKill(t Target) error {
+	switch k.hardKillMethod(t) {
+	case "cgroup.kill":
+		// The kernel kills the whole subtree and any process forked
+		// while it does so.
+		if err := os.WriteFile(filepath.Join(t.Cgroup, "cgroup.kill"), []byte("1"), 0); err != nil {
+			return fmt.Errorf("write cgroup.kill: %w", err)
+		}
+		return nil
+	case "freezer+SIGKILL":
+		return k.freezeKill(t)
+	default:
+		return killLoop(t.Cgroup)
+	}
+}
+
+// freezeKill is the v1 kill with no fork race: move every process of the
+// memory cgroup into the freezer cgroup at the same relative path (a child
+// forked meanwhile is caught by the next pass; a child of a process already
+// moved is born inside), freeze it so nothing can fork, SIGKILL everything,
+// then thaw so the signals are delivered.
+func (k *Killer) freezeKill(t Target) error {
+	rel, err := filepath.Rel(k.MemoryRoot, t.Cgroup)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("cgroup %s is not under the memory root %s", t.Cgroup, k.MemoryRoot)
+	}
+	fz := filepath.Join(k.FreezerRoot, rel)
+	if rel == "." {
+		return fmt.Errorf("refusing to freeze the freezer root for %s", t.Cgroup)
+	}
+	created, err := mkdirAllTrack(fz)
+	if err != nil {
+		return fmt.Errorf("create freezer cgroup: %w", err)
+	}
+	defer func() {
+		for i := len(created) - 1; i >= 0; i-- {
+			rmdirWait(created[i])
+		}
+	}()
+	state := filepath.Join(fz, "freezer.state")
+	defer os.WriteFile(state, []byte("THAWED"), 0)
+	for pass := 0; ; pass++ {
+		pids, err := ProcsRecursive(t.Cgroup)
+		if err != nil {
+			return err
+		}
+		in, err := procSet(fz)
+		if err != nil {
+			return err
+		}
+		moved := 0
+		for _, p := range pids {
+			if !in[p] {
+				// ESRCH: it exited meanwhile, which is what we want.
+				os.WriteFile(filepath.Join(fz, "cgroup.procs"), []byte(strconv.Itoa(p)), 0)
+				moved++
+			}
+		}
+		if moved == 0 {
+			break
+		}
+		if pass > 1000 {
+			return fmt.Errorf("processes of %s kept escaping the freezer", t.Cgroup)
+		}
+	}
+	if err := os.WriteFile(state, []byte("FROZEN"), 0); err != nil {
+		return fmt.Errorf("freeze %s: %w", fz, err)
+	}
+	deadline := time.Now().Add(freezeTimeout)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(state)
+		if strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pids, err := ProcsRecursive(fz)
+	if err != nil {
+		return err
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	// Anything still in the memory cgroup (nothing, unless it was
+	// outside the freezer) gets SIGKILL too.
+	return killLoop(t.Cgroup)
+}
+
+// killLoop sends SIGKILL to every process of dir until none is left or a
+// pass finds nothing new (a bounded best effort without a freezer).
+func killLoop(dir string) error {
+	for i := 0; i < 100; i++ {
+		pids, err := ProcsRecursive(dir)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// waitEmpty waits up to d for dir's subtree to hold no process.
+func (k *Killer) waitEmpty(ctx context.Context, dir string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		pids, err := ProcsRecursive(dir)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(pids) == 0) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// ProcsRecursive lists the processes of dir and of its descendant cgroups.
+func ProcsRecursive(dir string) ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // a child cgroup removed meanwhile
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		ps, err := readProcs(p)
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		pids = append(pids, ps...)
+		return nil
+	})
+	return pids, err
+}
+
+func readProcs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil && p > 0 {
+			pids = append(pids, p)
+		}
+	}
+	return pids, nil
+}
+
+func procSet(dir string) (map[int]bool, error) {
+	pids, err := ProcsRecursive(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[int]bool, len(pids))
+	for _, p := range pids {
+		m[p] = true
+	}
+	return m, nil
+}
+
+// mkdirAllTrack is MkdirAll that returns the directories it created.
+func mkdirAllTrack(dir string) ([]string, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	var created []string
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return created, err
+		}
+		created = append(created, missing[i])
+	}
+	return created, nil
+}
+
+func rmdirWait(d string) {
+	for i := 0; i < 100; i++ {
+		err := syscall.Rmdir(d)
+		if err == nil || errors.Is(err, syscall.ENOENT) || !errors.Is(err, syscall.EBUSY) {
+			return
+		}
+		time.Sleep(pollEvery)
+	}
+}

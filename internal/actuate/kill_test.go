@@ -1,0 +1,166 @@
+package actuate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/internal/workload/hog"
+	"github.com/evictd/evictd/internal/workload/sandbox"
+	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) {
+	hog.MaybeRun()
+	os.Exit(m.Run())
+}
+
+func killer(s *sandbox.Sandbox) *Killer {
+	if s.Mode == sandbox.V2 {
+		return &Killer{Mode: V2}
+	}
+	return &Killer{Mode: V1, MemoryRoot: sandbox.V1Memory, FreezerRoot: sandbox.V1Freezer}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// waitProcs waits until the cgroup holds n processes (hogs join it themselves).
+func waitProcs(t *testing.T, dir string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if p, _ := ProcsRecursive(dir); len(p) >= n {
+			return
+		}
+	}
+	t.Fatalf("%s never held %d processes", dir, n)
+}
+
+// SIGTERM ends well-behaved workloads within the grace period: no hard kill.
+func TestKillGraceful(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("web")
+	a := sandboxtest.StartHog(t, "alloc 8Mi; hold", c)
+	b := sandboxtest.StartHog(t, "hold", c)
+	waitProcs(t, c.Memory, 2)
+	res, err := killer(s).Kill(context.Background(), Target{Name: "web", Cgroup: c.Memory}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Gone || res.HardKill != "" || len(res.Terminated) != 2 {
+		t.Fatalf("result %+v: want gone after SIGTERM alone, 2 terminated", res)
+	}
+	<-a.Done
+	<-b.Done
+}
+
+// A workload ignoring SIGTERM is hard-killed at the grace deadline.
+func TestKillGraceDeadline(t *testing.T) {
+	mode := sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("stubborn")
+	h := sandboxtest.StartHog(t, "ignore-term; hold", c)
+	waitProcs(t, c.Memory, 1)
+	time.Sleep(50 * time.Millisecond) // let it install the SIG_IGN after joining
+	res, err := killer(s).Kill(context.Background(), Target{Name: "stubborn", Cgroup: c.Memory}, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "freezer+SIGKILL"
+	if mode == sandbox.V2 {
+		want = "cgroup.kill"
+	}
+	if !res.Gone || res.HardKill != want {
+		t.Fatalf("result %+v: want gone through %s", res, want)
+	}
+	if res.Elapsed < 200*time.Millisecond {
+		t.Fatalf("hard kill before the grace deadline: %s", res.Elapsed)
+	}
+	<-h.Done
+}
+
+// A process that forks as fast as it can cannot escape the hard kill, and
+// the v1 freezer cgroup the killer made is removed afterwards.
+func TestKillForkLoop(t *testing.T) {
+	mode := sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("forker")
+	joined := c
+	if mode == sandbox.V1 {
+		// The hog joins the memory cgroup only, so the killer must make
+		// the freezer cgroup itself (the host-mode case, where workloads
+		// are not in a freezer cgroup).
+		if err := os.Remove(c.Freezer); err != nil {
+			t.Fatal(err)
+		}
+		joined.Freezer = ""
+	}
+	sandboxtest.StartHog(t, "forkloop", joined)
+	waitProcs(t, c.Memory, 5)
+	k := killer(s)
+	res, err := k.Kill(context.Background(), Target{Name: "forker", Cgroup: c.Memory}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Gone {
+		t.Fatalf("forkloop survived: %+v", res)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if p, _ := ProcsRecursive(c.Memory); len(p) != 0 {
+		t.Fatalf("processes reappeared after the kill: %v", p)
+	}
+	if mode == sandbox.V1 {
+		if _, err := os.Stat(c.Freezer); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("freezer cgroup %s left behind: %v", c.Freezer, err)
+		}
+	}
+}
+
+func TestKillDryRunChangesNothing(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("batch")
+	h := sandboxtest.StartHog(t, "hold", c)
+	waitProcs(t, c.Memory, 1)
+	k := killer(s)
+	k.DryRun = true
+	res, err := k.Kill(context.Background(), Target{Name: "batch", Cgroup: c.Memory}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.DryRun || res.HardKill == "" || len(res.Terminated) != 1 || res.Terminated[0] != h.Pid {
+		t.Fatalf("dry-run result %+v does not describe the kill", res)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if !alive(h.Pid) {
+		t.Fatal("dry run killed the workload")
+	}
+}
+
+func TestKillRefusesSelf(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("me")
+	h := sandboxtest.StartHog(t, "hold", c)
+	waitProcs(t, c.Memory, 1)
+	k := killer(s)
+	k.Self = h.Pid // pretend the hog is evictd
+	if _, err := k.Kill(context.Background(), Target{Name: "me", Cgroup: c.Memory}, 0); !errors.Is(err, ErrSelf) {
+		t.Fatalf("got %v, want ErrSelf", err)
+	}
+	if !alive(h.Pid) {
+		t.Fatal("killed itself")
+	}
+}
+
+func TestKillMissingCgroup(t *testing.T) {
+	_, err := (&Killer{Mode: V1}).Kill(context.Background(), Target{Name: "gone", Cgroup: filepath.Join(t.TempDir(), "nope")}, 0)
+	if err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("got %v, want an error naming the workload", err)
+	}
+}
