@@ -1,0 +1,134 @@
+package cgroup
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Content is the text of one kernel file, read in one go. It is an io.Reader
+// so that parse… functions accept any reader (tests and fuzzers pass
+// strings.Reader), while the readers hand parsers the bytes without a copy.
+type Content struct {
+	b   []byte
+	off int
+}
+
+// Read implements io.Reader.
+func (c *Content) Read(p []byte) (int, error) {
+	if c.off >= len(c.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, c.b[c.off:])
+	c.off += n
+	return n, nil
+}
+
+// Bytes returns everything r holds. For a *Content it returns the bytes
+// without copying; for any other reader it reads them all.
+func Bytes(r io.Reader) ([]byte, error) {
+	if c, ok := r.(*Content); ok {
+		b := c.b[c.off:]
+		c.off = len(c.b)
+		return b, nil
+	}
+	return io.ReadAll(r)
+}
+
+// initialBufSize fits every small cgroup file and memory.stat on both
+// versions (v1 ≈ 1.1 KiB, v2 ≈ 1.5 KiB on 6.x) in the first read; larger
+// files (cgroup.procs of a big cgroup) grow the buffer.
+const initialBufSize = 8 << 10
+
+var contentPool = sync.Pool{New: func() any { return &Content{b: make([]byte, 0, initialBufSize)} }}
+
+// ReadFile opens dir/name, reads it whole and hands it to parse. The raw
+// syscalls (open, read until EOF, close) avoid os.File's fstat and poller
+// registration: the agent polls these files, so every syscall counts.
+//
+// Errors: if the file is missing but dir exists, a *NotSupportedError naming
+// minKernel; if dir itself is gone, or the kernel says ENODEV while reading
+// (the cgroup was removed under us), a *VanishedError; a parse failure comes
+// back as the parser's *ParseError with Path filled in.
+func ReadFile[T any](dir, name, minKernel string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	path := dir + "/" + name
+	c := contentPool.Get().(*Content)
+	defer func() {
+		if cap(c.b) <= 1<<20 { // do not keep a huge cgroup.procs buffer alive
+			c.b, c.off = c.b[:0], 0
+			contentPool.Put(c)
+		}
+	}()
+	if err := readInto(c, dir, path, minKernel); err != nil {
+		return zero, err
+	}
+	v, err := parse(c)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) && pe.Path == "" {
+			pe.Path = path
+		} else if pe == nil {
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+		return zero, err
+	}
+	return v, nil
+}
+
+func readInto(c *Content, dir, path, minKernel string) error {
+	fd, err := openRetry(path)
+	if err != nil {
+		return classifyOpenError(dir, path, minKernel, err)
+	}
+	defer unix.Close(fd)
+	c.b, c.off = c.b[:0], 0
+	for {
+		if len(c.b) == cap(c.b) {
+			c.b = append(c.b, 0)[:len(c.b)]
+		}
+		n, err := unix.Read(fd, c.b[len(c.b):cap(c.b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			if err == unix.ENODEV || err == unix.ENOENT {
+				return &VanishedError{Dir: dir, Err: &fs.PathError{Op: "read", Path: path, Err: err}}
+			}
+			return &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return nil
+		}
+		c.b = c.b[:len(c.b)+n]
+	}
+}
+
+func openRetry(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+func classifyOpenError(dir, path, minKernel string, err error) error {
+	if err == unix.ENOENT || err == unix.ENODEV {
+		var st unix.Stat_t
+		if serr := unix.Stat(dir, &st); serr != nil {
+			return &VanishedError{Dir: dir, Err: &fs.PathError{Op: "open", Path: path, Err: err}}
+		}
+		return &NotSupportedError{Path: path, MinKernel: minKernel}
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: err}
+}
+
+// trimSpace is bytes.TrimSpace; kept as a name for readers of the parsers.
+func trimSpace(b []byte) []byte { return bytes.TrimSpace(b) }

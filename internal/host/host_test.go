@@ -1,0 +1,172 @@
+package host
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func open(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+const vmProc = "../cgroup/v2/testdata/captured/proc/"
+
+func TestParseMeminfoCaptured(t *testing.T) {
+	// Captured on this machine (24 GiB) and in the VM (512 MiB).
+	m, err := parseMeminfo(open(t, "testdata/meminfo"))
+	if err != nil || m.MemTotal != 24683656*1024 || m.MemFree == 0 || m.MemAvailable == 0 {
+		t.Fatalf("%+v %v", m.MemTotal, err)
+	}
+	if len(m.Entries) < 40 {
+		t.Errorf("only %d entries", len(m.Entries))
+	}
+	m, err = parseMeminfo(open(t, vmProc+"meminfo"))
+	if err != nil || m.MemTotal == 0 || m.MemTotal > 512<<20 {
+		t.Fatalf("vm meminfo %d %v", m.MemTotal, err)
+	}
+	// HugePages_Total has no unit: kept as a count, not ×1024.
+	m, err = parseMeminfo(strings.NewReader("MemTotal:       1000 kB\nHugePages_Total:       3\n"))
+	if err != nil || m.MemTotal != 1024000 || m.Entries[1].Bytes != 3 {
+		t.Fatalf("%+v %v", m, err)
+	}
+	for _, bad := range []string{"MemFree: 1 kB\n", "MemTotal: x kB\n", "MemTotal 1 kB\n", "MemTotal: 1 MB\n"} {
+		var pe *ParseError
+		if _, err := parseMeminfo(strings.NewReader(bad)); !errors.As(err, &pe) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestParsePressureCaptured(t *testing.T) {
+	p, err := ParsePressure(open(t, vmProc+"pressure.memory"))
+	if err != nil || !p.HasFull {
+		t.Fatalf("%+v %v", p, err)
+	}
+	p, err = ParsePressure(open(t, "testdata/pressure.cpu"))
+	if err != nil || p.Some.Avg10 != 74.48 || p.Some.TotalUs != 228568914 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	// The system-wide cpu file before 5.13 has no full line.
+	p, err = ParsePressure(strings.NewReader("some avg10=0.10 avg60=0.20 avg300=0.30 total=42\n"))
+	if err != nil || p.HasFull || p.Some.Avg300 != 0.30 || p.Some.TotalUs != 42 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for _, bad := range []string{"", "full avg10=0 avg60=0 avg300=0 total=0\n", "some avg10=x avg60=0 avg300=0 total=0\n",
+		"some avg10=0 avg60=0 avg300=0\n", "other avg10=0\n", "some avg10=-1 avg60=0 avg300=0 total=0\n"} {
+		if _, err := ParsePressure(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseLoadavg(t *testing.T) {
+	l, err := parseLoadavg(open(t, "testdata/loadavg"))
+	if err != nil || l.Tasks != 123 || l.Runnable != 4 {
+		t.Fatalf("%+v %v", l, err)
+	}
+	for _, bad := range []string{"", "0.1 0.2 0.3 2 7230\n", "0.1 0.2 0.3 2/x 7230\n", "0.1 0.2 0.3 2/3\n"} {
+		if _, err := parseLoadavg(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseMountinfo(t *testing.T) {
+	ms, err := ParseMountinfo(open(t, "testdata/mountinfo.hybrid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range ms {
+		if m.MountPoint == "/sys/fs/cgroup/memory" {
+			found = m.FSType == "cgroup" && m.SuperOptions == "rw,memory"
+		}
+	}
+	if !found {
+		t.Errorf("memory mount not parsed: %+v", ms)
+	}
+	ms, err = ParseMountinfo(strings.NewReader(`36 35 98:0 /mnt1 /mnt\0402 rw,noatime master:1 shared:2 - ext3 /dev/root rw,errors=continue` + "\n"))
+	if err != nil || len(ms) != 1 || ms[0].MountPoint != "/mnt 2" || ms[0].FSType != "ext3" || ms[0].Major != 98 {
+		t.Fatalf("%+v %v", ms, err)
+	}
+	if _, err := ParseMountinfo(strings.NewReader("36 35 98:0 /mnt1 /mnt2 rw ext3\n")); err == nil {
+		t.Error("no separator: no error")
+	}
+}
+
+// TestLiveHost reads this machine's files and checks them against each
+// other and the kernel's own statements.
+func TestLiveHost(t *testing.T) {
+	m, err := ReadMeminfo("/proc")
+	if err != nil || m.MemTotal == 0 || m.MemAvailable > m.MemTotal {
+		t.Fatalf("meminfo %+v %v", m.MemTotal, err)
+	}
+	l, err := ReadLoadavg("/proc")
+	if err != nil || l.Tasks == 0 {
+		t.Fatalf("loadavg %+v %v", l, err)
+	}
+	pm, err := ReadPidMax("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := ReadThreadsMax("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := MaxPID("/proc")
+	if err != nil || mp != min(pm, tm) || mp == 0 {
+		t.Fatalf("maxpid %d (pid_max %d threads-max %d) %v", mp, pm, tm, err)
+	}
+	if _, err := os.Stat("/proc/pressure/memory"); err == nil {
+		if _, err := ReadPressure("/proc", "memory"); err != nil {
+			t.Errorf("pressure: %v", err)
+		}
+	}
+	if _, err := ReadPressure("/proc", "no-such-resource"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("missing pressure file: %v, want not-supported", err)
+	}
+	fs, err := Statfs("/")
+	if err != nil || fs.CapacityBytes == 0 || fs.AvailableBytes > fs.CapacityBytes || fs.Inodes < fs.InodesFree {
+		t.Errorf("statfs / %+v %v", fs, err)
+	}
+	if up, err := ReadUptime("/proc"); err != nil || up <= 0 {
+		t.Errorf("uptime %v %v", up, err)
+	}
+}
+
+func FuzzParsePressure(f *testing.F) {
+	f.Add([]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePressure(strings.NewReader(string(b)))
+		if err == nil && (p.Some.Avg10 < 0 || p.Some.Avg10 != p.Some.Avg10) {
+			t.Fatalf("bad avg %v", p.Some.Avg10)
+		}
+	})
+}
+
+func FuzzParseMeminfo(f *testing.F) {
+	if b, err := os.ReadFile("testdata/meminfo"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseMeminfo(strings.NewReader(string(b)))
+		if err == nil && len(m.Entries) == 0 {
+			t.Fatal("no entries without error")
+		}
+	})
+}
+
+func FuzzParseMountinfo(f *testing.F) {
+	if b, err := os.ReadFile("testdata/mountinfo.hybrid"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseMountinfo(strings.NewReader(string(b))) })
+}
