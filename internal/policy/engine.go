@@ -31,12 +31,14 @@ type Engine struct {
 	lastObs       *observations
 
 	pending *pendingReclaim
+	facts   factsCache
 }
 
 // pendingReclaim is the context of a synchronize waiting for Reclaimed.
 type pendingReclaim struct {
 	decision   Decision
 	pods       []*v1.Pod
+	facts      []*podFacts
 	stats      map[string]*statsv1alpha1.PodStats
 	thresholds []Threshold // actionable, deciding first
 	obs        *observations
@@ -117,6 +119,12 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	obs := makeObservations(in.Summary)
 	stats := podStatsIndex(in.Summary)
 	d.Observations = obs.list()
+	e.facts.begin()
+	facts := make([]*podFacts, len(in.Pods))
+	for i, p := range in.Pods {
+		facts[i] = e.facts.get(p, e.cfg.Features)
+	}
+	e.facts.end(len(in.Pods))
 
 	idx := make([]int, evaluate)
 	for i := range idx {
@@ -201,7 +209,7 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	e.lastObs = obs
 
 	if e.cfg.LocalStorageCapacityIsolation {
-		if e.localStorageEviction(&d, in.Pods, stats) {
+		if e.localStorageEviction(&d, in.Pods, facts, stats) {
 			return d
 		}
 	}
@@ -235,10 +243,10 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	if funcs := reclaimFor(deciding.Signal, e.fs); len(funcs) > 0 {
 		d.Reclaim = funcs
 		d.ReclaimPending = true
-		e.pending = &pendingReclaim{decision: d, pods: in.Pods, stats: stats, thresholds: ordered, obs: obs, deciding: deciding}
+		e.pending = &pendingReclaim{decision: d, pods: in.Pods, facts: facts, stats: stats, thresholds: ordered, obs: obs, deciding: deciding}
 		return d
 	}
-	e.evict(&d, in.Pods, stats, ordered, obs, deciding)
+	e.evict(&d, in.Pods, facts, stats, ordered, obs, deciding)
 	return d
 }
 
@@ -271,24 +279,24 @@ func (e *Engine) Reclaimed(now time.Time, fresh *statsv1alpha1.Summary) Decision
 			return d
 		}
 	}
-	e.evict(&d, p.pods, p.stats, p.thresholds, p.obs, p.deciding)
+	e.evict(&d, p.pods, p.facts, p.stats, p.thresholds, p.obs, p.deciding)
 	return d
 }
 
 // evict ranks the pods for the deciding signal and kills at most one.
-func (e *Engine) evict(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, ordered []Threshold, obs *observations, deciding Threshold) {
+func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, ordered []Threshold, obs *observations, deciding Threshold) {
 	if len(pods) == 0 {
 		d.Notes = append(d.Notes, "eviction thresholds have been met, but no pods are active to evict")
 		return
 	}
-	ranked := rankPods(pods, stats, deciding.Signal, e.fs, e.cfg.Features)
+	ranked := rankPods(pods, facts, stats, deciding.Signal, e.fs)
 	kind, _, _ := rankFor(deciding.Signal, e.fs)
 	// one backing array for the candidates' quantities instead of 3 allocations each
 	qs := make([]resource.Quantity, 3*ranked.len())
 	d.Candidates = make([]Candidate, 0, ranked.len())
 	for r := 0; r < ranked.len(); r++ {
 		k := ranked.at(r)
-		c := Candidate{Rank: r + 1, Pod: refOf(k.pod), HasStats: k.found, Priority: k.priority, Critical: IsCriticalPod(k.pod)}
+		c := Candidate{Rank: r + 1, Pod: refOf(k.pod), HasStats: k.found, Priority: k.priority, Critical: facts[ranked.order[r]].critical}
 		switch kind {
 		case rankPID:
 			c.ProcessCount = k.procs
@@ -307,6 +315,7 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alp
 	res := signalToResource[deciding.Signal]
 	for r := 0; r < ranked.len(); r++ {
 		pod := ranked.at(r).pod
+		critical := facts[ranked.order[r]].critical
 		grace := int64(immediateEvictionGracePeriodSeconds)
 		if !deciding.Hard() {
 			grace = e.cfg.MaxPodGracePeriodSeconds
@@ -316,7 +325,7 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alp
 		}
 		ps, found := stats[string(pod.UID)]
 		msg, ann := evictionMessage(res, pod, ps, found, ordered, obs, e.cfg.Features)
-		if IsCriticalPod(pod) {
+		if critical {
 			d.SkippedCritical = append(d.SkippedCritical, refOf(pod))
 			continue
 		}
@@ -343,36 +352,40 @@ func (e *Engine) record(d *Decision, pod *v1.Pod, grace int64, msg string, ann m
 // localStorageEviction evicts every pod over an emptyDir sizeLimit, its pod
 // ephemeral-storage limit or a container's (sidecars included), in pod
 // order, checking each pod in that order and stopping at the first hit.
-func (e *Engine) localStorageEviction(d *Decision, pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats) bool {
+func (e *Engine) localStorageEviction(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats) bool {
 	evicted := false
-	for _, pod := range pods {
+	for i, pod := range pods {
+		f := facts[i]
+		if len(f.emptyDirLimits) == 0 && !f.hasPodEphLimit && len(f.containerEphLimits) == 0 {
+			continue // nothing to exceed
+		}
 		ps, ok := stats[string(pod.UID)]
 		if !ok {
 			continue
 		}
-		if hit, msg, sig := e.emptyDirOverLimit(ps, pod); hit {
-			evicted = e.evictLimit(d, pod, msg, sig) || evicted
-			if IsCriticalPod(pod) {
-				// the kubelet goes on to the pod and container checks
-			} else {
-				continue
-			}
-		}
-		if hit, msg, sig := podOverLimit(ps, pod); hit {
-			if e.evictLimit(d, pod, msg, sig) {
+		// For a critical pod the kubelet's evictPod refuses, and it goes on to
+		// the next check.
+		if hit, msg, sig := emptyDirOverLimit(ps, f); hit {
+			if e.evictLimit(d, pod, f, msg, sig) {
 				evicted = true
 				continue
 			}
 		}
-		if hit, msg, sig := e.containerOverLimit(ps, pod); hit {
-			evicted = e.evictLimit(d, pod, msg, sig) || evicted
+		if hit, msg, sig := podOverLimit(ps, f); hit {
+			if e.evictLimit(d, pod, f, msg, sig) {
+				evicted = true
+				continue
+			}
+		}
+		if hit, msg, sig := e.containerOverLimit(ps, f); hit {
+			evicted = e.evictLimit(d, pod, f, msg, sig) || evicted
 		}
 	}
 	return evicted
 }
 
-func (e *Engine) evictLimit(d *Decision, pod *v1.Pod, msg, sig string) bool {
-	if IsCriticalPod(pod) {
+func (e *Engine) evictLimit(d *Decision, pod *v1.Pod, f *podFacts, msg, sig string) bool {
+	if f.critical {
 		d.SkippedCritical = append(d.SkippedCritical, refOf(pod))
 		return false
 	}
@@ -380,79 +393,47 @@ func (e *Engine) evictLimit(d *Decision, pod *v1.Pod, msg, sig string) bool {
 	return true
 }
 
-func (e *Engine) emptyDirOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string) {
-	for i := range pod.Spec.Volumes {
-		vol := &pod.Spec.Volumes[i]
-		if vol.EmptyDir == nil {
-			continue
-		}
-		if e.cfg.Features.InPlacePodVerticalScalingMemoryBackedVolumes && vol.EmptyDir.Medium == v1.StorageMediumMemory {
-			continue
-		}
-		size := vol.EmptyDir.SizeLimit
+func emptyDirOverLimit(ps *statsv1alpha1.PodStats, f *podFacts) (bool, string, string) {
+	for _, ed := range f.emptyDirLimits {
 		var used int64
 		measured := false
 		// The kubelet dereferences usedBytes without a check (a nil would
 		// crash it); evictd treats a volume without usedBytes as unmeasured.
 		// The last stats entry of the name wins, as in the kubelet's map.
 		for j := range ps.VolumeStats {
-			if ps.VolumeStats[j].Name == vol.Name && ps.VolumeStats[j].UsedBytes != nil {
+			if ps.VolumeStats[j].Name == ed.name && ps.VolumeStats[j].UsedBytes != nil {
 				used, measured = int64(*ps.VolumeStats[j].UsedBytes), true
 			}
 		}
 		// used > size, written as size < used so that no Quantity escapes
-		if measured && size != nil && size.Sign() == 1 && size.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
-			return true, fmt.Sprintf(emptyDirMessageFmt, vol.Name, size.String()), SignalEmptyDirFsLimit
+		if measured && ed.q.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
+			return true, fmt.Sprintf(emptyDirMessageFmt, ed.name, ed.q.String()), SignalEmptyDirFsLimit
 		}
 	}
 	return false, "", ""
 }
 
-func podOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string) {
-	limit, ok := podLimit(pod, v1.ResourceEphemeralStorage)
-	if !ok {
+func podOverLimit(ps *statsv1alpha1.PodStats, f *podFacts) (bool, string, string) {
+	if !f.hasPodEphLimit {
 		return false, "", ""
 	}
-	usage := &resource.Quantity{}
+	var usage int64
 	if ps.EphemeralStorage != nil && ps.EphemeralStorage.UsedBytes != nil {
-		usage = resource.NewQuantity(int64(*ps.EphemeralStorage.UsedBytes), resource.BinarySI)
+		usage = int64(*ps.EphemeralStorage.UsedBytes)
 	}
-	if usage.Cmp(limit) > 0 {
-		return true, fmt.Sprintf(podEphemeralStorageMessageFmt, limit.String()), SignalEphemeralPodFsLimit
+	if f.podEphLimit.Cmp(*resource.NewQuantity(usage, resource.BinarySI)) < 0 {
+		return true, fmt.Sprintf(podEphemeralStorageMessageFmt, f.podEphLimit.String()), SignalEphemeralPodFsLimit
 	}
 	return false, "", ""
 }
 
-func (e *Engine) containerOverLimit(ps *statsv1alpha1.PodStats, pod *v1.Pod) (bool, string, string) {
-	// The kubelet builds a name → limit map from the regular containers, then
-	// the sidecars (restartable init containers), with non-zero limits only;
-	// a later entry of the same name replaces an earlier one.
-	limitOf := func(name string) (resource.Quantity, bool) {
-		var found resource.Quantity
-		ok := false
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			if c.Name != name {
-				continue
-			}
-			if l, has := c.Resources.Limits[v1.ResourceEphemeralStorage]; has && l.Value() != 0 {
-				found, ok = l, true
-			}
-		}
-		for i := range pod.Spec.InitContainers {
-			c := &pod.Spec.InitContainers[i]
-			if c.Name != name || !isRestartableInitContainer(c) {
-				continue
-			}
-			if l, has := c.Resources.Limits[v1.ResourceEphemeralStorage]; has && l.Value() != 0 {
-				found, ok = l, true
-			}
-		}
-		return found, ok
+func (e *Engine) containerOverLimit(ps *statsv1alpha1.PodStats, f *podFacts) (bool, string, string) {
+	if len(f.containerEphLimits) == 0 {
+		return false, "", ""
 	}
 	for i := range ps.Containers {
 		cs := &ps.Containers[i]
-		l, ok := limitOf(cs.Name)
+		l, ok := f.containerEphLimit(cs.Name)
 		if !ok {
 			continue
 		}

@@ -353,3 +353,25 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("restore into another configuration: err = %v", err)
 	}
 }
+
+func TestPodFactsFollowPodUpdates(t *testing.T) {
+	cfg := mustConfig(t, map[string]string{"memory.available": "1Gi"}, nil, nil, nil, 0, time.Minute)
+	e, _ := NewEngine(cfg, Filesystems{})
+	a := pod("a", 0, []v1.Container{container("c", resources("", "1Gi", ""), nil)}, nil)
+	b := pod("b", 0, []v1.Container{container("c", resources("", "1Gi", ""), nil)}, nil)
+	a.ResourceVersion, b.ResourceVersion = "1", "1"
+	stats := func(at time.Time) *statsv1alpha1.Summary {
+		return memSummary("500Mi", at, memStats(a, "600Mi"), memStats(b, "500Mi"))
+	}
+	// both below their requests: the larger usage-request (a: -424Mi, b: -524Mi) goes first
+	if d := e.Step(t0, Input{stats(t0), []*v1.Pod{a, b}}); d.Candidates[0].Pod.Name != "a" {
+		t.Fatalf("first ranking: %v", d.Candidates)
+	}
+	// b is resized in place to a 100Mi request: a new resourceVersion, now b exceeds it
+	b.Spec.Containers[0].Resources.Requests = resources("", "100Mi", "")
+	b.ResourceVersion = "2"
+	t1 := t0.Add(10 * time.Second)
+	if d := e.Step(t1, Input{stats(t1), []*v1.Pod{a, b}}); d.Candidates[0].Pod.Name != "b" || !d.Candidates[0].ExceedsRequest {
+		t.Fatalf("after the update: %+v", d.Candidates)
+	}
+}

@@ -98,6 +98,15 @@ func index(ps ...statsv1alpha1.PodStats) map[string]*statsv1alpha1.PodStats {
 
 func names(r ranked) []string { return r.names() }
 
+// rankTest ranks with fresh facts and the single-filesystem layout.
+func rankTest(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal) ranked {
+	facts := make([]*podFacts, len(pods))
+	for i, p := range pods {
+		facts[i] = newPodFacts(p, DefaultFeatureGates())
+	}
+	return rankPods(pods, facts, stats, s, Filesystems{})
+}
+
 func TestParseThresholdConfig(t *testing.T) {
 	cases := []struct {
 		name                          string
@@ -459,7 +468,7 @@ func TestRanking(t *testing.T) {
 		best := pod("best-effort", def, []v1.Container{container("c", nil, nil)}, nil)
 		burst := pod("burstable", def, []v1.Container{container("c", resources("", "100Mi", ""), resources("", "200Mi", ""))}, nil)
 		stats := index(memStats(best, "0"), memStats(burst, "150Mi"))
-		got := names(rankPods([]*v1.Pod{best, burst}, stats, SignalMemoryAvailable, Filesystems{}, DefaultFeatureGates()))
+		got := names(rankTest([]*v1.Pod{best, burst}, stats, SignalMemoryAvailable))
 		if want := []string{"burstable", "best-effort"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
 		}
@@ -468,7 +477,7 @@ func TestRanking(t *testing.T) {
 		best := pod("best-effort", def, []v1.Container{container("c", nil, nil)}, nil)
 		burst := pod("burstable", def, []v1.Container{container("c", resources("", "", "100Mi"), resources("", "", "200Mi"))}, nil)
 		stats := index(diskStats(best, "0", "0", "0", false), diskStats(burst, "100Mi", "50Mi", "0", false))
-		got := names(rankPods([]*v1.Pod{best, burst}, stats, SignalNodeFsAvailable, Filesystems{}, DefaultFeatureGates()))
+		got := names(rankTest([]*v1.Pod{best, burst}, stats, SignalNodeFsAvailable))
 		if want := []string{"burstable", "best-effort"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
 		}
@@ -479,7 +488,7 @@ func TestRanking(t *testing.T) {
 		hh := pod("high-priority-high-usage", high, nil, nil)
 		hl := pod("high-priority-low-usage", high, nil, nil)
 		stats := index(procStats(lh, 20), procStats(ll, 6), procStats(hh, 20), procStats(hl, 5))
-		got := names(rankPods([]*v1.Pod{hl, hh, ll, lh}, stats, SignalPIDAvailable, Filesystems{}, DefaultFeatureGates()))
+		got := names(rankTest([]*v1.Pod{hl, hh, ll, lh}, stats, SignalPIDAvailable))
 		want := []string{"low-priority-high-usage", "low-priority-low-usage", "high-priority-high-usage", "high-priority-low-usage"}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
@@ -501,7 +510,7 @@ func TestRanking(t *testing.T) {
 			diskStats(p5, "225Mi", "100Mi", "50Mi", false), // 375-400 = -25Mi
 			diskStats(p6, "25Mi", "45Mi", "50Mi", false),   // 120-400 = -280Mi
 		)
-		keys := rankPods([]*v1.Pod{p1, p2, p3, p4, p5, p6}, stats, SignalNodeFsAvailable, Filesystems{}, DefaultFeatureGates())
+		keys := rankTest([]*v1.Pod{p1, p2, p3, p4, p5, p6}, stats, SignalNodeFsAvailable)
 		want := []string{"best-effort-high", "burstable-high", "best-effort-low", "burstable-low", "guaranteed-high", "guaranteed-low"}
 		if got := names(keys); !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
@@ -520,7 +529,7 @@ func TestRanking(t *testing.T) {
 		med := pod("medium", def, []v1.Container{container("c", nil, nil)}, vol)
 		hi := pod("high", def, []v1.Container{container("c", nil, nil)}, vol)
 		stats := index(diskStats(lowP, "50000", "100000", "50000", true), diskStats(med, "100000", "150000", "50000", true), diskStats(hi, "200000", "150000", "50000", true))
-		got := names(rankPods([]*v1.Pod{lowP, med, hi}, stats, SignalNodeFsInodesFree, Filesystems{}, DefaultFeatureGates()))
+		got := names(rankTest([]*v1.Pod{lowP, med, hi}, stats, SignalNodeFsInodesFree))
 		if want := []string{"high", "medium", "low"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
 		}
@@ -539,7 +548,7 @@ func TestRanking(t *testing.T) {
 				in := sig == SignalNodeFsInodesFree
 				stats = index(diskStats(lowBig, "300", "0", "0", in), diskStats(lowSmall, "100", "0", "0", in), diskStats(highBig, "900", "0", "0", in))
 			}
-			got := names(rankPods([]*v1.Pod{highBig, lowSmall, lowBig}, stats, sig, Filesystems{}, DefaultFeatureGates()))
+			got := names(rankTest([]*v1.Pod{highBig, lowSmall, lowBig}, stats, sig))
 			if want := []string{"low-priority-big", "low-priority-small", "high-priority-big"}; !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: got %v want %v", sig, got, want)
 			}
@@ -549,7 +558,7 @@ func TestRanking(t *testing.T) {
 		a := pod("with-stats", low, []v1.Container{container("c", nil, nil)}, nil)
 		b := pod("without-stats", high, []v1.Container{container("c", nil, nil)}, nil)
 		for _, sig := range []Signal{SignalMemoryAvailable, SignalNodeFsAvailable} {
-			got := names(rankPods([]*v1.Pod{a, b}, index(memStats(a, "1Gi"), diskStats(a, "1Gi", "0", "0", false)), sig, Filesystems{}, DefaultFeatureGates()))
+			got := names(rankTest([]*v1.Pod{a, b}, index(memStats(a, "1Gi"), diskStats(a, "1Gi", "0", "0", false)), sig))
 			if got[0] != "without-stats" {
 				t.Errorf("%s: got %v, want the pod without stats first", sig, got)
 			}
@@ -563,7 +572,7 @@ func TestRanking(t *testing.T) {
 			pods = append(pods, p)
 			ps = append(ps, memStats(p, "100Mi"))
 		}
-		got := names(rankPods(pods, index(ps...), SignalMemoryAvailable, Filesystems{}, DefaultFeatureGates()))
+		got := names(rankTest(pods, index(ps...), SignalMemoryAvailable))
 		if want := []string{"p0", "p1", "p2", "p3", "p4"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("got %v want %v", got, want)
 		}

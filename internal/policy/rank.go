@@ -6,7 +6,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -289,7 +288,7 @@ func isLocalEphemeralVolume(v *v1.Volume) bool {
 }
 
 // podDiskUsage sums the measured filesystems' bytes and inodes (podDiskUsage).
-func podDiskUsage(ps *statsv1alpha1.PodStats, pod *v1.Pod, measure fsStats) (bytes, inodes int64) {
+func podDiskUsage(ps *statsv1alpha1.PodStats, f *podFacts, measure fsStats) (bytes, inodes int64) {
 	for i := range ps.Containers {
 		c := &ps.Containers[i]
 		if measure&fsRoot != 0 {
@@ -302,13 +301,9 @@ func podDiskUsage(ps *statsv1alpha1.PodStats, pod *v1.Pod, measure fsStats) (byt
 		}
 	}
 	if measure&fsLocalVolumes != 0 {
-		for i := range pod.Spec.Volumes {
-			vol := &pod.Spec.Volumes[i]
-			if vol.HostPath == nil && !isLocalEphemeralVolume(vol) {
-				continue
-			}
+		for _, name := range f.localVolumes {
 			for j := range ps.VolumeStats {
-				if ps.VolumeStats[j].Name == vol.Name {
+				if ps.VolumeStats[j].Name == name {
 					bytes += fsUsed(&ps.VolumeStats[j].FsStats)
 					inodes += fsInodesUsed(&ps.VolumeStats[j].FsStats)
 					break
@@ -321,19 +316,21 @@ func podDiskUsage(ps *statsv1alpha1.PodStats, pod *v1.Pod, measure fsStats) (byt
 
 // rankPods orders pods for eviction on signal s exactly as the kubelet's rank
 // function: the same comparisons through sort.Sort on the same input order,
-// so ties come out as the kubelet's would for that order.
-func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems, gates FeatureGates) ranked {
+// so ties come out as the kubelet's would for that order. facts[i] are the
+// facts of pods[i].
+func rankPods(pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems) ranked {
 	kind, measure, res := rankFor(s, fs)
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
+		f := facts[i]
 		k := &keys[i]
 		k.pod = p
-		k.priority = corev1helpers.PodPriority(p)
+		k.priority = f.priority
 		ps, found := stats[string(p.UID)]
 		k.found = found
 		switch kind {
 		case rankMemory:
-			k.request = requestQuantity(p, v1.ResourceMemory, gates)
+			k.request = f.memRequest
 			if found {
 				k.usage = memoryUsage(ps.Memory)
 				k.exceeds = k.usage.Cmp(k.request) == 1
@@ -345,9 +342,13 @@ func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal
 				k.procs = *ps.ProcessStats.ProcessCount
 			}
 		case rankDisk:
-			k.request = requestQuantity(p, res, gates)
+			if res == ResourceInodes {
+				k.request = f.inodesRequest
+			} else {
+				k.request = f.ephRequest
+			}
 			if found {
-				b, in := podDiskUsage(ps, p, measure)
+				b, in := podDiskUsage(ps, f, measure)
 				if res == ResourceInodes {
 					k.usage = *resource.NewQuantity(in, resource.DecimalSI)
 				} else {
@@ -356,7 +357,7 @@ func rankPods(pods []*v1.Pod, stats map[string]*statsv1alpha1.PodStats, s Signal
 				k.exceeds = k.usage.Cmp(k.request) == 1
 				// Quirk: the ephemeral-storage request is subtracted even for inodes.
 				k.delta = k.usage.DeepCopy()
-				k.delta.Sub(requestQuantity(p, v1.ResourceEphemeralStorage, gates))
+				k.delta.Sub(f.ephRequest)
 			}
 		}
 	}
