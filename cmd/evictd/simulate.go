@@ -119,11 +119,13 @@ func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%ds\n", at, c, r, ev.Namespace, ev.Name, ev.GracePeriodSeconds)
 		}
-		if st.Error != "" {
-			fmt.Fprintf(tw, "\t  error: %s\t\t\t\n", st.Error)
-		}
 	}
 	tw.Flush()
+	for _, st := range res.Steps {
+		if st.Error != "" {
+			fmt.Fprintf(w, "\n%s: the kubelet's synchronize failed: %s\n", st.At, st.Error)
+		}
+	}
 	// Messages are long; list them after the table so it stays narrow.
 	first := true
 	for _, st := range res.Steps {
