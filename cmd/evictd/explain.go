@@ -114,11 +114,13 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	rep := explainReport{Config: source, Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
 	if *out == "json" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return fail("%v", err)
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintln(stderr, "evictd: writing JSON:", err)
+			return exitError
 		}
-		stdout.Write(append(b, '\n'))
 		return exitOK
 	}
 	writeExplainTable(stdout, &rep)
@@ -237,6 +239,13 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		conds = strings.Join(cs, ", ")
 	}
 	fmt.Fprintf(w, "\nNode conditions: %s\n", conds)
+	switch {
+	case len(d.NodeConditions) == 0:
+	case len(d.NodeConditions) == 1 && d.NodeConditions[0] == "MemoryPressure":
+		fmt.Fprintln(w, "Admission: new BestEffort pods are rejected unless they tolerate node.kubernetes.io/memory-pressure")
+	default:
+		fmt.Fprintln(w, "Admission: every new pod is rejected, except critical pods")
+	}
 	if d.Deciding != nil {
 		fmt.Fprintf(w, "Deciding threshold: %s (reclaim %s)\n", d.Deciding.Threshold.String(), d.Resource)
 	}

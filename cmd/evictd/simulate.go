@@ -78,12 +78,13 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if *out == "json" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			fmt.Fprintln(stderr, "evictd simulate:", err)
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(stderr, "evictd: writing JSON:", err)
 			return exitError
 		}
-		stdout.Write(append(b, '\n'))
 		return exitOK
 	}
 	writeSimulateTable(stdout, res, *verbose)
