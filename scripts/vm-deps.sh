@@ -6,6 +6,8 @@
 #     `apt-get download` and unpacked with `dpkg -x` — never installed into
 #     /boot. The cloud kernel has the serial console, initramfs, memcg, pids,
 #     cpu, io and PSI built in, so the VM needs no modules.
+#   - busybox-static, unpacked the same way into .cache/vm/busybox: the guest's
+#     /bin (sh, sleep, touch, ...) for tests that run ordinary commands.
 # Prints the path of the kernel image on its last line.
 # Usage: scripts/vm-deps.sh
 set -euo pipefail
@@ -57,6 +59,22 @@ if [ ! -s "$kernel" ]; then
 	rm -rf "$work"
 	trap - EXIT
 	log "kernel cached at $kernel ($(cat "$cache/kernel.package"))"
+fi
+
+busybox=$cache/busybox
+if [ ! -x "$busybox" ]; then
+	apt_update_once
+	log "fetching busybox-static"
+	mkdir -p "$cache"
+	work=$(mktemp -d "$PWD/$cache/download.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+	chmod 0777 "$work"
+	(cd "$work" && apt-get download -qq busybox-static >&2)
+	dpkg -x "$work"/*.deb "$work/root"
+	cp "$work/root/bin/busybox" "$busybox.tmp" && mv "$busybox.tmp" "$busybox"
+	rm -rf "$work"
+	trap - EXIT
+	log "busybox cached at $busybox"
 fi
 
 echo "$kernel"

@@ -9,6 +9,7 @@ package v2smoke
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -231,5 +232,14 @@ func TestKillGroup(t *testing.T) {
 	}
 	if procs := strings.TrimSpace(vmtest.ReadFile(t, cg, "cgroup.procs")); procs != "" {
 		t.Errorf("cgroup.procs = %q after cgroup.kill, want empty", procs)
+	}
+}
+
+// TestUserland: the VM's /bin is busybox, so tests (and reclaim hooks) can run
+// ordinary commands there as on the host.
+func TestUserland(t *testing.T) {
+	out, err := exec.Command("sh", "-c", "echo $((6*7)) | cat; sleep 0; true").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "42" {
+		t.Fatalf("sh -c ...: %q, %v; want 42 (the VM's /bin is busybox-static)", out, err)
 	}
 }

@@ -195,7 +195,7 @@ func runTest(j job, out *os.File) (int, error) {
 		return 0, err
 	}
 	env := append([]string{
-		"PATH=" + guestBinDir + ":/bin:/usr/bin",
+		"PATH=" + guestBinDir + ":/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
 		"TMPDIR=/tmp",
 		"EVICTD_TEST_VM=1",

@@ -70,7 +70,8 @@ Environment: EVICTD_VM_KERNEL, EVICTD_VM_QEMU, EVICTD_VM_MEM (512M),
 EVICTD_VM_SMP (1), EVICTD_VM_TIMEOUT (test timeout + 45s), EVICTD_VM_APPEND,
 EVICTD_VM_DEBUG=1 (kernel console live on stderr, keep the work directory),
 EVICTD_VM_OUTDIR (receives files the test wrote to $EVICTD_VM_OUTDIR),
-EVICTD_VM_STATS (append one line of timings per VM).
+EVICTD_VM_STATS (append one line of timings per VM), EVICTD_VM_BUSYBOX (a
+static busybox for the guest's /bin; default: busybox beside vmexec).
 
 Example:
   CGO_ENABLED=0 go test -c -o /tmp/smoke.test ./test/v2smoke
@@ -116,7 +117,17 @@ func runHost(testBin string, testArgs []string) (int, error) {
 		return exitHarness, err
 	}
 	initrd := filepath.Join(work, "initrd.gz")
-	if err := writeInitramfs(initrd, self, testBin, testArgs, cwd); err != nil {
+	busybox := os.Getenv("EVICTD_VM_BUSYBOX")
+	if busybox == "" {
+		busybox = filepath.Join(filepath.Dir(self), "busybox")
+	}
+	if _, err := os.Stat(busybox); err != nil {
+		if debug {
+			fmt.Fprintf(os.Stderr, "vmexec: no busybox (%v): the guest has no /bin/sh\n", err)
+		}
+		busybox = ""
+	}
+	if err := writeInitramfs(initrd, self, testBin, testArgs, cwd, busybox); err != nil {
 		return exitHarness, err
 	}
 	packed := time.Now()
@@ -252,7 +263,7 @@ func vmTimeout(testArgs []string) time.Duration {
 
 // writeInitramfs packs /init (this binary), the test binary, the job and the
 // package's testdata/ at the same absolute path as on the host.
-func writeInitramfs(dst, self, testBin string, testArgs []string, cwd string) error {
+func writeInitramfs(dst, self, testBin string, testArgs []string, cwd, busybox string) error {
 	f, err := os.Create(dst)
 	if err != nil {
 		return err
@@ -286,6 +297,9 @@ func writeInitramfs(dst, self, testBin string, testArgs []string, cwd string) er
 		func() error { return w.File(jobPath, 0o644, jb) },
 		func() error { return w.Dir(cwd, 0o755) },
 	}
+	if busybox != "" {
+		steps = append(steps, func() error { return addBusybox(w, busybox) })
+	}
 	// Only testdata/ is copied: a tmpfs must not be mounted over it, and the
 	// rest of the source tree is not needed by tests that follow Go's rules.
 	if st, err := os.Stat(filepath.Join(cwd, "testdata")); err == nil && st.IsDir() {
@@ -303,6 +317,33 @@ func writeInitramfs(dst, self, testBin string, testArgs []string, cwd string) er
 		return err
 	}
 	return f.Close()
+}
+
+// addBusybox installs a static busybox as the guest's userland: /bin/busybox
+// and a link for each applet where busybox says it belongs (bin/sh,
+// usr/bin/env, ...), so that tests can run ordinary commands.
+func addBusybox(w *initramfs.Writer, busybox string) error {
+	const target = "/bin/busybox"
+	if err := checkStatic(busybox); err != nil {
+		return err
+	}
+	list, err := exec.Command(busybox, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("%s --list-full: %w", busybox, err)
+	}
+	if err := w.CopyFile(target, busybox); err != nil {
+		return err
+	}
+	for _, applet := range strings.Fields(string(list)) {
+		// linuxrc and sbin/init would be other inits; ours is /init.
+		if !strings.Contains(applet, "/") || applet == "sbin/init" || "/"+applet == target {
+			continue
+		}
+		if err := w.Symlink("/"+applet, target); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type outFile struct {

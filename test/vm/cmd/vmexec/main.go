@@ -33,6 +33,8 @@
 //	EVICTD_VM_OUTDIR   host directory that receives the files the test wrote
 //	                   to $EVICTD_VM_OUTDIR in the guest
 //	EVICTD_VM_STATS    file to which one line of timings per VM is appended
+//	EVICTD_VM_BUSYBOX  static busybox installed as the guest's /bin, /usr/bin
+//	                   (default: busybox beside this binary; none if absent)
 package main
 
 import (
