@@ -148,7 +148,7 @@ func TestExplainBadInput(t *testing.T) {
 
 func TestSimulate(t *testing.T) {
 	dir := writeInputs(t, map[string]string{"kc.yaml": explainConfig, "summary.json": explainSummary, "pods.json": explainPods,
-		"s.yaml": "kubeletConfig: kc.yaml\nsteps:\n- at: 0s\n  summary: summary.json\n  pods: pods.json\n- at: 10s\n  summary: summary.json\n",
+		"s.yaml":   "kubeletConfig: kc.yaml\nsteps:\n- at: 0s\n  summary: summary.json\n  pods: pods.json\n- at: 10s\n  summary: summary.json\n",
 		"bad.yaml": "kubeletConfig: kc.yaml\nsteps:\n- at: 0s\n  summary: summary.json\n  pods: pods.json\n  colour: blue\n",
 	})
 	out, errOut, code := runCmd("simulate", "--scenario", filepath.Join(dir, "s.yaml"), "-o", "json")
