@@ -1,0 +1,115 @@
+package collect
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/evictd/evictd/internal/cgroup"
+	v1 "github.com/evictd/evictd/internal/cgroup/v1"
+	v2 "github.com/evictd/evictd/internal/cgroup/v2"
+)
+
+// CgroupMemory is a cgroup's memory as cAdvisor (and so the kubelet) reads
+// it, on either cgroup version.
+type CgroupMemory struct {
+	// Usage is memory.usage_in_bytes (v1) or memory.current (v2).
+	Usage uint64
+	// InactiveFile is total_inactive_file (v1) or inactive_file (v2).
+	InactiveFile uint64
+	// WorkingSet is Usage − InactiveFile, floored at 0.
+	WorkingSet uint64
+	// RSS is total_rss (v1) or anon (v2).
+	RSS uint64
+	// Pgfault and Pgmajfault are cAdvisor's ContainerData: the local
+	// pgfault/pgmajfault keys on v1, the (hierarchical) ones on v2.
+	Pgfault, Pgmajfault uint64
+	// Limit is memory.limit_in_bytes or memory.max (cgroup.Max for "max");
+	// set only when asked for.
+	Limit    uint64
+	HasLimit bool
+}
+
+// memoryUnlimitedAbove is the kubelet's isMemoryUnlimited bound
+// (pkg/kubelet/stats/helper.go): a limit above 2^62 bytes is "no limit", so
+// no availableBytes is reported for it.
+const memoryUnlimitedAbove = uint64(1) << 62
+
+// readCgroupMemory reads dir's memory the way cAdvisor does for the given
+// hierarchy version: usage + memory.stat, and the limit if withLimit.
+func readCgroupMemory(dir string, version int, withLimit bool) (CgroupMemory, error) {
+	var m CgroupMemory
+	switch version {
+	case 1:
+		u, err := v1.ReadMemoryUsageInBytes(dir)
+		if err != nil {
+			return m, err
+		}
+		s, err := v1.ReadMemoryStat(dir)
+		if err != nil {
+			return m, err
+		}
+		m.Usage, m.InactiveFile, m.WorkingSet = u, s.TotalInactiveFile, v1.WorkingSet(u, &s)
+		m.RSS, m.Pgfault, m.Pgmajfault = s.TotalRSS, s.Pgfault, s.Pgmajfault
+		if withLimit {
+			if m.Limit, err = v1.ReadMemoryLimitInBytes(dir); err != nil {
+				return m, err
+			}
+			m.HasLimit = true
+		}
+	case 2:
+		u, err := v2.ReadMemoryCurrent(dir)
+		if err != nil {
+			return m, err
+		}
+		s, err := v2.ReadMemoryStat(dir)
+		if err != nil {
+			return m, err
+		}
+		m.Usage, m.InactiveFile, m.WorkingSet = u, s.InactiveFile, v2.WorkingSet(u, &s)
+		m.RSS, m.Pgfault, m.Pgmajfault = s.Anon, s.Pgfault, s.Pgmajfault
+		if withLimit {
+			if m.Limit, err = v2.ReadMemoryMax(dir); err != nil {
+				return m, err
+			}
+			m.HasLimit = true
+		}
+	default:
+		return m, fmt.Errorf("cgroup version %d", version)
+	}
+	return m, nil
+}
+
+// readRootMemory reads the root cgroup's memory. On v1 the root has
+// usage_in_bytes; the v2 root has no memory.current, so usage is anon + file
+// from the root memory.stat, as opencontainers/cgroups (cAdvisor's library)
+// emulates it (fs2: rootStatsFromMeminfo).
+func readRootMemory(dir string, version int) (CgroupMemory, error) {
+	if version == 1 {
+		return readCgroupMemory(dir, 1, false)
+	}
+	s, err := v2.ReadMemoryStat(dir)
+	if err != nil {
+		return CgroupMemory{}, err
+	}
+	u := s.Anon + s.File
+	return CgroupMemory{Usage: u, InactiveFile: s.InactiveFile, WorkingSet: v2.WorkingSet(u, &s),
+		RSS: s.Anon, Pgfault: s.Pgfault, Pgmajfault: s.Pgmajfault}, nil
+}
+
+// countProcs counts the PIDs in dir's cgroup.procs without keeping them.
+func countProcs(dir string) (uint64, error) {
+	return cgroup.ReadFile(dir, "cgroup.procs", "2.6.24", parseProcCount)
+}
+
+func parseProcCount(r io.Reader) (uint64, error) {
+	b, err := cgroup.Bytes(r)
+	if err != nil {
+		return 0, err
+	}
+	n := uint64(bytes.Count(b, []byte{'\n'}))
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		n++ // a last line without its newline
+	}
+	return n, nil
+}

@@ -1,0 +1,185 @@
+package collect
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/host"
+)
+
+func TestMain(m *testing.M) {
+	cgrouptest.RunHogIfChild()
+	os.Exit(m.Run())
+}
+
+// kernelWorkingSet reads usage_in_bytes − total_inactive_file the plain way.
+func kernelWorkingSet(t *testing.T, dir string) uint64 {
+	t.Helper()
+	u := cgrouptest.ReadUint(t, filepath.Join(dir, "memory.usage_in_bytes"))
+	in := cgrouptest.ReadKeyed(t, filepath.Join(dir, "memory.stat"))["total_inactive_file"]
+	if in > u {
+		return 0
+	}
+	return u - in
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// TestRealKubepodsTreeV1 builds kubepods-shaped trees with both drivers'
+// names on this machine's v1 memory controller, runs hogs in the container
+// cgroups, and checks the Summary against the kernel's own files.
+func TestRealKubepodsTreeV1(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	base := cgrouptest.UniqueName(t)
+	const (
+		cid1 = "1111111111111111111111111111111111111111111111111111111111111111"
+		cid2 = "2222222222222222222222222222222222222222222222222222222222222222"
+		cid3 = "3333333333333333333333333333333333333333333333333333333333333333"
+	)
+	mem := cgrouptest.V1Memory
+	for _, tc := range []struct {
+		driver, pods string
+		containers   map[string]int // container cgroup (relative to base) → hog MiB
+		wantIDs      []string
+	}{
+		{"cgroupfs", "kubepods", map[string]int{
+			"kubepods/burstable/pod" + uidA + "/" + cid1: 16,
+			"kubepods/burstable/pod" + uidA + "/" + cid2: 24,
+			"kubepods/pod" + uidC + "/" + cid3:           32,
+		}, []string{cid1, cid2, cid3}},
+		{"systemd", "kubepods.slice", map[string]int{
+			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidA, "-", "_") + ".slice/cri-containerd-" + cid1 + ".scope": 16,
+			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidA, "-", "_") + ".slice/cri-containerd-" + cid2 + ".scope": 24,
+			"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uidC, "-", "_") + ".slice/cri-containerd-" + cid3 + ".scope":                                   32,
+		}, []string{cid1, cid2, cid3}},
+	} {
+		t.Run(tc.driver, func(t *testing.T) {
+			podsRel := "/" + base + "-" + tc.driver + "/" + tc.pods
+			podsDir := cgrouptest.Mkdirs(t, mem, strings.TrimPrefix(podsRel, "/"))
+			if err := os.WriteFile(filepath.Join(podsDir, "memory.limit_in_bytes"), []byte("1G"), 0); err != nil {
+				t.Fatal(err)
+			}
+			dirs := map[string]string{}
+			for rel, mib := range tc.containers {
+				d := cgrouptest.Mkdirs(t, mem, base+"-"+tc.driver+"/"+rel)
+				dirs[rel] = d
+				cgrouptest.StartHog(t, mib, d)
+			}
+			tmp := t.TempDir()
+			c, err := New(Config{PodsCgroup: podsRel, KubeletRoot: tmp, PodLogsRoot: tmp,
+				Clock: func() time.Time { return time.Unix(1800000000, 0) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Summary(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Pods) != 2 {
+				t.Fatalf("%d pods, want 2", len(s.Pods))
+			}
+			const slack = 1 << 20
+			seen := map[string]bool{}
+			for _, p := range s.Pods {
+				var podMiB int
+				for _, ct := range p.Containers {
+					seen[ct.Name] = true
+					var dir string
+					var mib int
+					for rel, d := range dirs {
+						if strings.Contains(rel, ct.Name) {
+							dir, mib = d, tc.containers[rel]
+						}
+					}
+					podMiB += mib
+					ws := *ct.Memory.WorkingSetBytes
+					if k := kernelWorkingSet(t, dir); absDiff(ws, k) > slack {
+						t.Errorf("container %s: working set %d, kernel files say %d", ct.Name, ws, k)
+					}
+					if ws < uint64(mib)<<20 {
+						t.Errorf("container %s: working set %d below its %d MiB hog", ct.Name, ws, mib)
+					}
+					if !ct.Memory.Time.Equal(&s.Node.Memory.Time) || ct.Memory.Time.Unix() != 1800000000 {
+						t.Errorf("container stats time %v: not the injected clock", ct.Memory.Time)
+					}
+				}
+				if ws := *p.Memory.WorkingSetBytes; ws < uint64(podMiB)<<20 {
+					t.Errorf("pod %s: working set %d below its hogs' %d MiB", p.PodRef.UID, ws, podMiB)
+				}
+				if n := *p.ProcessStats.ProcessCount; n != uint64(len(p.Containers)) {
+					t.Errorf("pod %s: %d processes, want %d (one hog per container)", p.PodRef.UID, n, len(p.Containers))
+				}
+			}
+			for _, id := range tc.wantIDs {
+				if !seen[id] {
+					t.Errorf("container %s not in the Summary", id)
+				}
+			}
+			pods := s.Node.SystemContainers[0]
+			kws := kernelWorkingSet(t, podsDir)
+			if pods.Name != "pods" || absDiff(*pods.Memory.WorkingSetBytes, kws) > slack || *pods.Memory.WorkingSetBytes < 72<<20 {
+				t.Errorf("pods container working set %d, kernel %d", *pods.Memory.WorkingSetBytes, kws)
+			}
+			if *pods.Memory.AvailableBytes != (1<<30)-*pods.Memory.WorkingSetBytes {
+				t.Errorf("pods available %d: not limit − working set", *pods.Memory.AvailableBytes)
+			}
+			mi, err := host.ReadMeminfo("/proc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := s.Node.Memory
+			if *n.AvailableBytes != mi.MemTotal-*n.WorkingSetBytes {
+				t.Errorf("node available %d != MemTotal %d − working set %d", *n.AvailableBytes, mi.MemTotal, *n.WorkingSetBytes)
+			}
+			// Other engineers share this machine: the node's working set
+			// moves between two reads, so compare loosely.
+			if k := kernelWorkingSet(t, mem); absDiff(*n.WorkingSetBytes, k) > 256<<20 {
+				t.Errorf("node working set %d, kernel %d", *n.WorkingSetBytes, k)
+			}
+			hm, err := c.ReadPodsCgroupMemory()
+			if err != nil || absDiff(hm.WorkingSet, kws) > slack {
+				t.Errorf("ReadPodsCgroupMemory %+v %v, kernel working set %d", hm, err, kws)
+			}
+			if s.Node.Rlimit == nil || *s.Node.Rlimit.MaxPID <= 0 || *s.Node.Rlimit.NumOfRunningProcesses <= 0 {
+				t.Errorf("rlimit %+v", s.Node.Rlimit)
+			}
+			if s.Node.Fs == nil || *s.Node.Fs.CapacityBytes == 0 || *s.Node.Fs.Inodes == 0 {
+				t.Errorf("node fs %+v", s.Node.Fs)
+			}
+		})
+	}
+}
+
+// TestRealPlainWorkloadRoot: without Kubernetes, each child cgroup of a
+// workload root is one workload.
+func TestRealPlainWorkloadRoot(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	base := cgrouptest.UniqueName(t)
+	web := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, base+"/web")
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, base+"/idle")
+	cgrouptest.StartHog(t, 20, web)
+	c, err := New(Config{WorkloadRoot: base, KubeletRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Pods) != 2 || s.Pods[1].PodRef.Name != "web" || *s.Pods[1].Memory.WorkingSetBytes < 20<<20 || *s.Pods[1].ProcessStats.ProcessCount != 1 {
+		t.Fatalf("plain workloads %+v", s.Pods)
+	}
+	if s.Node.SystemContainers[0].Name != "pods" {
+		t.Errorf("workload root not reported as the pods container")
+	}
+}

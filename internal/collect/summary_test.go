@@ -1,0 +1,234 @@
+package collect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/cgroup"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.json from the current output (review the diff!)")
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// v1Cgroup writes the files a v1 memory cgroup has that the collector reads.
+func v1Cgroup(t *testing.T, dir string, usage, inactiveFile, rss, pgfault, limit uint64, procs string) {
+	t.Helper()
+	write(t, filepath.Join(dir, "memory.usage_in_bytes"), fmt.Sprintf("%d\n", usage))
+	write(t, filepath.Join(dir, "memory.limit_in_bytes"), fmt.Sprintf("%d\n", limit))
+	write(t, filepath.Join(dir, "memory.stat"), fmt.Sprintf(
+		"cache 0\nrss 0\npgfault %d\npgmajfault 1\ninactive_file 0\nhierarchical_memory_limit %d\ntotal_cache %d\ntotal_rss %d\ntotal_inactive_file %d\ntotal_active_file 0\ntotal_pgfault %d\n",
+		pgfault, limit, inactiveFile, rss, inactiveFile, pgfault*2))
+	write(t, filepath.Join(dir, "cgroup.procs"), procs)
+}
+
+// fixtureNode builds a node with a cgroupfs kubepods tree on cgroup v1 (files
+// in the format captured in ../cgroup/v1/testdata) and a /proc, and returns a
+// Config pointing at them.
+func fixtureNode(t *testing.T) Config {
+	t.Helper()
+	base := t.TempDir()
+	mem := filepath.Join(base, "memory")
+	proc := filepath.Join(base, "proc")
+	const gi = 1 << 30
+	meminfo, err := os.ReadFile("../host/testdata/meminfo") // MemTotal 24683656 kB
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(proc, "meminfo"), string(meminfo))
+	write(t, filepath.Join(proc, "loadavg"), "0.16 0.18 0.09 2/1000 7230\n")
+	write(t, filepath.Join(proc, "sys/kernel/pid_max"), "32768\n")
+	write(t, filepath.Join(proc, "sys/kernel/threads-max"), "192729\n")
+	write(t, filepath.Join(proc, "uptime"), "530.32 631.36\n")
+	write(t, filepath.Join(proc, "pressure/memory"), "some avg10=1.50 avg60=0.50 avg300=0.10 total=1000\nfull avg10=1.00 avg60=0.25 avg300=0.05 total=500\n")
+	write(t, filepath.Join(proc, "pressure/cpu"), "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+
+	v1Cgroup(t, mem, 6*gi, 2*gi, 3*gi, 100, 9223372036854771712, "1\n")
+	// kubepods limited to node allocatable (enforceNodeAllocatable=pods).
+	v1Cgroup(t, filepath.Join(mem, "kubepods"), 3*gi, gi/2, 2*gi, 50, 20*gi, "")
+	v1Cgroup(t, filepath.Join(mem, "kubepods/burstable/pod"+uidA), gi, gi/4, 700<<20, 20, 9223372036854771712, "")
+	v1Cgroup(t, filepath.Join(mem, "kubepods/burstable/pod"+uidA+"/c1"), 600<<20, 100<<20, 450<<20, 10, 9223372036854771712, "101\n102\n")
+	v1Cgroup(t, filepath.Join(mem, "kubepods/burstable/pod"+uidA+"/c2"), 400<<20, 500<<20, 250<<20, 10, 9223372036854771712, "103\n")
+	// A Guaranteed pod whose working set is above its limit: availableBytes
+	// wraps around, as the kubelet's unsigned subtraction does.
+	v1Cgroup(t, filepath.Join(mem, "kubepods/pod"+uidC), 300<<20, 0, 300<<20, 5, 256<<20, "")
+	v1Cgroup(t, filepath.Join(mem, "kubepods/pod"+uidC+"/c4"), 300<<20, 0, 300<<20, 5, 256<<20, "104\n")
+
+	kubelet := filepath.Join(base, "kubelet")
+	write(t, filepath.Join(kubelet, "pods", uidA, "volumes", emptyDirPlugin, "scratch", "data"), string(bytes.Repeat([]byte("x"), 8192)))
+	logs := filepath.Join(base, "logs")
+	write(t, filepath.Join(logs, "default_web_"+uidA, "c1", "0.log"), "hello\n")
+
+	return Config{
+		NodeName:    "node-a",
+		ProcRoot:    proc,
+		Hierarchy:   &cgroup.Hierarchy{Mode: cgroup.Legacy, V1: map[string]string{"memory": mem}},
+		KubeletRoot: kubelet,
+		PodLogsRoot: logs,
+		ImageFsPath: kubelet,
+		Clock:       func() time.Time { return time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC) },
+	}
+}
+
+// normalize clears what depends on the machine running the test (statfs of
+// the temp dir, directory times, du's block rounding) so the rest can be
+// compared with the reviewed golden file; those fields are checked apart.
+func normalize(s *statsapi.Summary) {
+	s.Node.Fs, s.Node.Runtime = nil, nil
+	for i := range s.Node.SystemContainers {
+		s.Node.SystemContainers[i].StartTime = metav1.Time{}
+	}
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		p.StartTime = metav1.Time{}
+		for j := range p.Containers {
+			p.Containers[j].StartTime = metav1.Time{}
+			if l := p.Containers[j].Logs; l != nil {
+				l.UsedBytes = nil
+			}
+		}
+		for j := range p.VolumeStats {
+			p.VolumeStats[j].UsedBytes = nil
+		}
+		if p.EphemeralStorage != nil {
+			p.EphemeralStorage.UsedBytes = nil
+		}
+	}
+}
+
+func TestSummaryGoldenOnFixtureNode(t *testing.T) {
+	cfg := fixtureNode(t)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PodsCgroup() != "/kubepods" {
+		t.Fatalf("pods cgroup %q", c.PodsCgroup())
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Machine-dependent parts, checked against their definitions.
+	if s.Node.Fs == nil || s.Node.Runtime == nil || s.Node.Runtime.ImageFs == nil || *s.Node.Runtime.ImageFs.CapacityBytes != *s.Node.Fs.CapacityBytes {
+		t.Errorf("fs %+v runtime %+v: imagefs on the same device must equal nodefs", s.Node.Fs, s.Node.Runtime)
+	}
+	if es := s.Pods[0].EphemeralStorage; es == nil || *es.UsedBytes < 8192 || *es.InodesUsed < 5 {
+		t.Errorf("pod A ephemeral storage %+v", es)
+	}
+	normalize(s)
+	got, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	golden := "testdata/summary.golden.json"
+	if *update {
+		write(t, golden, string(got))
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update and review the file)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("Summary differs from %s; got:\n%s", golden, got)
+	}
+}
+
+// The numbers the kubelet's eviction manager reads, spelled out (the golden
+// file holds them too; this says why they are what they are).
+func TestSummaryKubeletArithmetic(t *testing.T) {
+	c, err := New(fixtureNode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gi = 1 << 30
+	memTotal := uint64(24683656 * 1024)
+	n := s.Node.Memory
+	if *n.WorkingSetBytes != 4*gi || *n.UsageBytes != 6*gi || *n.AvailableBytes != memTotal-4*gi {
+		t.Errorf("node memory %d %d %d", *n.UsageBytes, *n.WorkingSetBytes, *n.AvailableBytes)
+	}
+	if n.PSI == nil || n.PSI.Some.Total != 1000*1000 || n.PSI.Full.Avg10 != 1.0 {
+		t.Errorf("node memory PSI %+v (totals µs→ns)", n.PSI)
+	}
+	pods := s.Node.SystemContainers[0]
+	if pods.Name != "pods" || *pods.Memory.WorkingSetBytes != 3*gi-gi/2 || *pods.Memory.AvailableBytes != 20*gi-(3*gi-gi/2) {
+		t.Errorf("pods container %+v", pods.Memory)
+	}
+	if *s.Node.Rlimit.MaxPID != 32768 || *s.Node.Rlimit.NumOfRunningProcesses != 1000 {
+		t.Errorf("rlimit %+v", s.Node.Rlimit)
+	}
+	if len(s.Pods) != 2 {
+		t.Fatalf("%d pods", len(s.Pods))
+	}
+	a := s.Pods[0] // /kubepods/burstable/pod<uidA> sorts first
+	if a.PodRef.UID != uidA || *a.Memory.WorkingSetBytes != gi-gi/4 || a.Memory.AvailableBytes != nil {
+		t.Errorf("pod A %+v %+v", a.PodRef, a.Memory)
+	}
+	if *a.ProcessStats.ProcessCount != 3 || len(a.Containers) != 2 {
+		t.Errorf("pod A procs %d containers %d", *a.ProcessStats.ProcessCount, len(a.Containers))
+	}
+	// c2's inactive_file (500Mi) exceeds its usage (400Mi): floored at 0.
+	if a.Containers[1].Name != "c2" || *a.Containers[1].Memory.WorkingSetBytes != 0 {
+		t.Errorf("c2 %+v", a.Containers[1].Memory)
+	}
+	if len(a.VolumeStats) != 1 || a.VolumeStats[0].Name != "scratch" || a.Containers[0].Logs == nil {
+		t.Errorf("pod A volumes %+v logs %+v", a.VolumeStats, a.Containers[0].Logs)
+	}
+	g := s.Pods[1]
+	lim, ws := uint64(256<<20), uint64(300<<20)
+	if want := lim - ws; *g.Memory.AvailableBytes != want {
+		t.Errorf("guaranteed pod available %d, want the unsigned wrap %d", *g.Memory.AvailableBytes, want)
+	}
+	if r, _ := c.ReadPodsCgroupMemory(); r.Usage != 3*gi || r.InactiveFile != gi/2 || r.WorkingSet != 3*gi-gi/2 {
+		t.Errorf("ReadPodsCgroupMemory %+v", r)
+	}
+}
+
+func TestSummaryFailsLoudlyOnBadFiles(t *testing.T) {
+	cfg := fixtureNode(t)
+	mem := cfg.Hierarchy.V1["memory"]
+	write(t, filepath.Join(mem, "kubepods/pod"+uidC+"/memory.stat"), "total_rss 1\ntotal_inactive_file oops\n")
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Summary(context.Background())
+	var pe *cgroup.ParseError
+	if err == nil || !errors.As(err, &pe) || pe.Line != 2 || pe.Token != "oops" {
+		t.Fatalf("got %v, want a parse error naming line 2 and the token", err)
+	}
+	// A pod whose cgroup vanished is skipped, not an error.
+	write(t, filepath.Join(mem, "kubepods/pod"+uidC+"/memory.stat"), "total_rss 1\n")
+	if err := os.RemoveAll(filepath.Join(mem, "kubepods/burstable/pod"+uidA)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil || len(s.Pods) != 1 {
+		t.Fatalf("after removal: %v pods, %v", len(s.Pods), err)
+	}
+}
+
