@@ -249,7 +249,7 @@ feed:
 func gone(err error) bool { return cgroup.IsVanished(err) || errors.Is(err, fs.ErrNotExist) }
 
 func u64(v uint64) *uint64 { return &v }
-func i64(v int64) *int64    { return &v }
+func i64(v int64) *int64   { return &v }
 
 func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	n := statsapi.NodeStats{NodeName: c.cfg.NodeName}

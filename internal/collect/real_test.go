@@ -60,7 +60,7 @@ func TestRealKubepodsTreeV1(t *testing.T) {
 		{"systemd", "kubepods.slice", map[string]int{
 			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidA, "-", "_") + ".slice/cri-containerd-" + cid1 + ".scope": 16,
 			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidA, "-", "_") + ".slice/cri-containerd-" + cid2 + ".scope": 24,
-			"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uidC, "-", "_") + ".slice/cri-containerd-" + cid3 + ".scope":                                   32,
+			"kubepods.slice/kubepods-pod" + strings.ReplaceAll(uidC, "-", "_") + ".slice/cri-containerd-" + cid3 + ".scope":                                    32,
 		}, []string{cid1, cid2, cid3}},
 	} {
 		t.Run(tc.driver, func(t *testing.T) {

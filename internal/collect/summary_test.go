@@ -231,4 +231,3 @@ func TestSummaryFailsLoudlyOnBadFiles(t *testing.T) {
 		t.Fatalf("after removal: %v pods, %v", len(s.Pods), err)
 	}
 }
-
