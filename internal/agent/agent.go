@@ -1,0 +1,433 @@
+// Package agent is evictd's control loop: a periodic timer (the kubelet's
+// 10 s) and kernel wake-ups make it observe the node, ask the policy engine
+// for a Decision, carry the Decision out, and record it (decision log,
+// metrics, one log line per action or state change, nothing per tick).
+//
+// The agent declares the small interfaces it consumes — stats source, pod
+// source, evictor, reclaimer, waker, clock — so the loop is tested with fakes
+// and a fake clock, and wired to the real host in cmd/evictd.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// DefaultInterval is the kubelet's evictionMonitoringPeriod.
+const DefaultInterval = 10 * time.Second
+
+// Cleanup wait after an eviction, as the kubelet's waitForPodsCleanup: poll
+// every second, give up after 30 s.
+const (
+	cleanupPoll    = time.Second
+	cleanupTimeout = 30 * time.Second
+)
+
+// StatsSource reads the node's stats Summary.
+type StatsSource interface {
+	Summary(ctx context.Context) (*statsv1alpha1.Summary, error)
+}
+
+// PodSource lists the active pods (admitted, not terminal).
+type PodSource interface {
+	Pods(ctx context.Context) ([]*v1.Pod, error)
+}
+
+// Evictor kills a pod with a grace period and returns when it is done (or
+// could not be done). In dry-run mode it only describes the kill.
+type Evictor interface {
+	Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, ev policy.Eviction) (EvictResult, error)
+}
+
+// EvictResult is what an Evictor did.
+type EvictResult struct {
+	Method string        `json:"method"` // e.g. "SIGTERM", "SIGTERM+freezer+SIGKILL", "dry-run"
+	Pids   []int         `json:"pids,omitempty"`
+	Gone   bool          `json:"gone"`
+	DryRun bool          `json:"dryRun,omitempty"`
+	Took   time.Duration `json:"tookNs"`
+}
+
+// Reclaimer runs node-level reclaim for a signal (the kubelet's container
+// and image GC; in host mode, configured hook commands).
+type Reclaimer interface {
+	Reclaim(ctx context.Context, signal policy.Signal, funcs []string)
+}
+
+// Waker delivers kernel wake-ups.
+type Waker interface {
+	C() <-chan notify.Wake
+}
+
+// Clock is the agent's time source.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// ThresholdUpdater is told about each Summary so that it can move kernel
+// thresholds (v1 memcg eventfd, fast-poll headroom). It rate-limits itself.
+type ThresholdUpdater interface {
+	Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold)
+}
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// RealClock returns the wall clock.
+func RealClock() Clock { return realClock{} }
+
+// Config wires an Agent.
+type Config struct {
+	Engine    *policy.Engine
+	Stats     StatsSource
+	Pods      PodSource
+	Evictor   Evictor
+	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
+	Waker     Waker            // nil: timer only
+	Updater   ThresholdUpdater // nil: no kernel thresholds
+	Clock     Clock            // nil: wall clock
+	Interval  time.Duration    // 0: DefaultInterval
+	Log       *slog.Logger     // nil: slog.Default()
+	// DecisionLog receives one record per synchronize that has anything to
+	// say (a threshold met, an eviction, a condition change, an error).
+	DecisionLog *DecisionLog
+	Metrics     *Metrics
+	// StateFile persists the engine state after every change ("" = none).
+	StateFile string
+	DryRun    bool
+	// OnRecord, when set, sees every record (also the quiet ones): the
+	// demo narrates from it.
+	OnRecord func(Record)
+}
+
+// Agent runs the loop.
+type Agent struct {
+	cfg       Config
+	log       *slog.Logger
+	lastConds []v1.NodeConditionType
+	lastMet   []string
+	lastErr   string
+	syncs     uint64
+	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Engine == nil || cfg.Stats == nil || cfg.Pods == nil || cfg.Evictor == nil {
+		return nil, errors.New("agent: engine, stats, pods and evictor are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.StateFile != "" {
+		st, warn := LoadState(cfg.StateFile)
+		switch {
+		case warn != nil:
+			a.log.Warn("engine state not restored; starting fresh", "file", cfg.StateFile, "err", warn)
+		case st != nil:
+			if err := cfg.Engine.Restore(*st); err != nil {
+				a.log.Warn("engine state does not fit this configuration; starting fresh", "file", cfg.StateFile, "err", err)
+			} else {
+				a.lastConds = st.NodeConditions
+				a.log.Info("engine state restored", "file", cfg.StateFile, "conditions", st.NodeConditions, "thresholds_met", len(st.FirstObserved))
+			}
+		}
+	}
+	return a, nil
+}
+
+// Trigger says why a synchronize ran.
+type Trigger struct {
+	Reason string    `json:"reason"`           // "timer", "wake", "after-eviction", "start"
+	Source string    `json:"source,omitempty"` // the notifier, for wake-ups
+	At     time.Time `json:"at"`               // when the trigger was seen
+}
+
+// Record is one synchronize: its trigger, the Decision (the same data
+// `evictd explain -o json` prints), and what was done.
+type Record struct {
+	Time     time.Time       `json:"time"`
+	Trigger  Trigger         `json:"trigger"`
+	Decision policy.Decision `json:"decision"`
+	Actions  []Action        `json:"actions,omitempty"`
+	// TriggerToDecision is how long after the trigger the decision was made.
+	TriggerToDecision time.Duration `json:"triggerToDecisionNs"`
+	DryRun            bool          `json:"dryRun,omitempty"`
+}
+
+// Action is one thing the agent did for a Decision.
+type Action struct {
+	Kind    string           `json:"kind"` // "evict", "reclaim"
+	Pod     policy.PodRef    `json:"pod,omitempty"`
+	Signal  string           `json:"signal,omitempty"`
+	Grace   time.Duration    `json:"graceNs,omitempty"`
+	Result  *EvictResult     `json:"result,omitempty"`
+	Error   string           `json:"error,omitempty"`
+	Reclaim []string         `json:"reclaim,omitempty"`
+	Message string           `json:"message,omitempty"`
+	Evict   *policy.Eviction `json:"-"`
+}
+
+// Run loops until ctx is done: a synchronize at start, then on every timer
+// tick and every wake-up; after an eviction it waits (bounded) for the pod
+// to be gone and synchronizes again at once, as the kubelet does.
+func (a *Agent) Run(ctx context.Context) error {
+	clk := a.cfg.Clock
+	var wake <-chan notify.Wake
+	if a.cfg.Waker != nil {
+		wake = a.cfg.Waker.C()
+	}
+	trig := Trigger{Reason: "start", At: clk.Now()}
+	for {
+		rec := a.Sync(ctx, trig)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if evicted := evictedPods(rec); len(evicted) > 0 {
+			a.waitForCleanup(ctx, evicted)
+			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
+			continue
+		}
+		timer := clk.After(a.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-timer:
+			trig = Trigger{Reason: "timer", At: now}
+		case w := <-wake:
+			trig = Trigger{Reason: "wake", Source: w.Source, At: w.At}
+			if a.cfg.Metrics != nil {
+				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
+			}
+		}
+	}
+}
+
+func evictedPods(r Record) []policy.PodRef {
+	var out []policy.PodRef
+	for _, act := range r.Actions {
+		if act.Kind == "evict" && act.Error == "" && (act.Result == nil || !act.Result.DryRun) {
+			out = append(out, act.Pod)
+		}
+	}
+	return out
+}
+
+// waitForCleanup polls the pod source until none of pods is listed, every
+// second for at most 30 s (the kubelet's waitForPodsCleanup).
+func (a *Agent) waitForCleanup(ctx context.Context, pods []policy.PodRef) {
+	deadline := a.cfg.Clock.Now().Add(cleanupTimeout)
+	for {
+		active, err := a.cfg.Pods.Pods(ctx)
+		if err == nil && !anyListed(active, pods) {
+			return
+		}
+		if !a.cfg.Clock.Now().Before(deadline) {
+			a.log.Warn("evicted workload still present after the cleanup wait", "pods", pods, "waited", cleanupTimeout)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.Clock.After(cleanupPoll):
+		}
+	}
+}
+
+func anyListed(active []*v1.Pod, pods []policy.PodRef) bool {
+	for _, p := range active {
+		for _, r := range pods {
+			if string(p.UID) == r.UID && p.Name == r.Name && p.Namespace == r.Namespace {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// LastSync returns when the last synchronize finished (zero before the first).
+func (a *Agent) LastSync() time.Time {
+	ns := a.lastSync.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Sync runs one synchronize now: observe, Step, node-level reclaim and the
+// second look when asked, evict, record.
+func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
+	clk := a.cfg.Clock
+	eng := a.cfg.Engine
+	start := clk.Now()
+	pods, perr := a.cfg.Pods.Pods(ctx)
+	summary, serr := a.cfg.Stats.Summary(ctx)
+	if serr != nil {
+		summary = nil // the engine records "failed to get summary stats", as the kubelet logs and returns
+	}
+	if perr != nil {
+		pods = nil
+	}
+	now := clk.Now()
+	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	if summary != nil && a.cfg.Updater != nil {
+		a.cfg.Updater.Update(now, summary, eng.Thresholds())
+	}
+	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
+	if d.ReclaimPending {
+		act := Action{Kind: "reclaim", Signal: string(d.Signal), Reclaim: d.Reclaim}
+		if a.cfg.Reclaimer != nil {
+			a.cfg.Reclaimer.Reclaim(ctx, d.Signal, d.Reclaim)
+		}
+		rec.Actions = append(rec.Actions, act)
+		fresh, err := a.cfg.Stats.Summary(ctx)
+		if err != nil {
+			fresh = nil
+		}
+		d = eng.Reclaimed(clk.Now(), fresh)
+		if d.ReclaimSufficient {
+			a.log.Info("node-level reclaim was enough; no eviction", "signal", d.Signal, "reclaim", d.Reclaim)
+		}
+	}
+	rec.TriggerToDecision = clk.Now().Sub(trig.At)
+	for i := range d.Evictions {
+		ev := d.Evictions[i]
+		pod := findPod(pods, ev.Pod)
+		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message, Evict: &ev}
+		if pod == nil {
+			act.Error = "pod not in the pod source any more"
+		} else if policy.IsCriticalPod(pod) {
+			// The engine never picks one; this guard keeps a future bug
+			// from killing evictd itself or a critical workload.
+			act.Error = "refused: critical workload"
+		} else {
+			res, err := a.cfg.Evictor.Evict(ctx, pod, act.Grace, ev)
+			act.Result = &res
+			if err != nil {
+				act.Error = err.Error()
+			}
+		}
+		a.logEviction(trig, act, d)
+		if a.cfg.Metrics != nil && act.Error == "" && !a.cfg.DryRun {
+			a.cfg.Metrics.evicted(ev.Signal)
+		}
+		rec.Actions = append(rec.Actions, act)
+	}
+	rec.Decision = d
+	a.logStateChanges(d)
+	a.syncs++
+	a.lastSync.Store(clk.Now().UnixNano())
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.observe(rec, clk.Now().Sub(start))
+	}
+	if a.cfg.StateFile != "" && !a.cfg.DryRun {
+		if err := SaveState(a.cfg.StateFile, eng.State()); err != nil {
+			a.log.Error("saving engine state failed", "file", a.cfg.StateFile, "err", err)
+		}
+	}
+	if a.cfg.DecisionLog != nil && interesting(rec) {
+		if err := a.cfg.DecisionLog.Write(rec); err != nil {
+			a.log.Error("writing the decision log failed", "err", err)
+		}
+	}
+	if a.cfg.OnRecord != nil {
+		a.cfg.OnRecord(rec)
+	}
+	if perr != nil && a.lastErr != perr.Error() {
+		a.log.Error("listing workloads failed", "err", perr)
+		a.lastErr = perr.Error()
+	} else if serr != nil && a.lastErr != serr.Error() {
+		a.log.Error("reading stats failed", "err", serr)
+		a.lastErr = serr.Error()
+	} else if perr == nil && serr == nil && a.lastErr != "" {
+		a.log.Info("stats and workloads readable again")
+		a.lastErr = ""
+	}
+	return rec
+}
+
+func interesting(r Record) bool {
+	d := r.Decision
+	return len(d.Met) > 0 || len(d.Evictions) > 0 || d.Error != "" || len(r.Actions) > 0 || len(d.NodeConditions) > 0 || len(d.SkippedCritical) > 0
+}
+
+func findPod(pods []*v1.Pod, ref policy.PodRef) *v1.Pod {
+	for _, p := range pods {
+		if p.Name == ref.Name && p.Namespace == ref.Namespace && (ref.UID == "" || string(p.UID) == ref.UID) {
+			return p
+		}
+	}
+	return nil
+}
+
+func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
+	attrs := []any{"pod", act.Pod.Namespace + "/" + act.Pod.Name, "signal", act.Signal, "grace", act.Grace,
+		"trigger", trig.Reason}
+	if trig.Source != "" {
+		attrs = append(attrs, "wake_source", trig.Source)
+	}
+	if d.Deciding != nil && d.Deciding.Quantity != nil && d.Deciding.Available != nil {
+		attrs = append(attrs, "threshold", d.Deciding.Threshold.String(), "available", d.Deciding.Available.String())
+	}
+	if act.Result != nil {
+		attrs = append(attrs, "method", act.Result.Method, "gone", act.Result.Gone, "took", act.Result.Took)
+	}
+	attrs = append(attrs, "message", strings.TrimSpace(act.Message))
+	switch {
+	case act.Error != "":
+		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
+	case a.cfg.DryRun:
+		a.log.Info("dry run: would evict", attrs...)
+	default:
+		a.log.Info("evicted", attrs...)
+	}
+}
+
+// logStateChanges logs node conditions and met thresholds when they change.
+func (a *Agent) logStateChanges(d policy.Decision) {
+	if d.Error != "" && d.Error != a.lastErr {
+		a.log.Warn("synchronize stopped early", "err", d.Error)
+	}
+	conds := slices.Clone(d.NodeConditions)
+	if !slices.Equal(conds, a.lastConds) {
+		a.log.Info("node conditions changed", "from", fmt.Sprint(a.lastConds), "to", fmt.Sprint(conds))
+		a.lastConds = conds
+	}
+	var met []string
+	for _, m := range d.Met {
+		// The threshold only, not the available amount: that moves every
+		// tick and would make this a per-tick line.
+		met = append(met, m.Threshold.String())
+	}
+	if !slices.Equal(met, a.lastMet) {
+		if len(met) == 0 {
+			a.log.Info("no eviction threshold met any more")
+		} else {
+			a.log.Info("eviction thresholds met", "thresholds", strings.Join(met, ", "))
+		}
+		a.lastMet = met
+	}
+}

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultMetricsAddr listens on loopback only: metrics describe the node's
+// workloads, which is nobody else's business unless the operator says so.
+const DefaultMetricsAddr = "127.0.0.1:9847"
+
+// Metrics are the agent's Prometheus metrics, in base units (bytes, seconds).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	// KubeletEvictions has the kubelet's name and label
+	// (kubelet_evictions{eviction_signal}), so dashboards built for the
+	// kubelet work unchanged.
+	KubeletEvictions *prometheus.CounterVec
+	Evictions        *prometheus.CounterVec
+	Syncs            *prometheus.CounterVec
+	Wakeups          *prometheus.CounterVec
+	SyncDuration     prometheus.Histogram
+	Detection        prometheus.Histogram
+	Available        *prometheus.GaugeVec
+	Capacity         *prometheus.GaugeVec
+	ThresholdMet     *prometheus.GaugeVec
+	Condition        *prometheus.GaugeVec
+	LastSync         prometheus.Gauge
+}
+
+// NewMetrics registers the metrics on a fresh registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		KubeletEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubelet_evictions",
+			Help: "Cumulative number of pod evictions by eviction signal (same name and label as the kubelet's)."}, []string{"eviction_signal"}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "evictions_total",
+			Help: "Workloads evicted, by eviction signal."}, []string{"eviction_signal"}),
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronizations_total",
+			Help: "Synchronizes run, by trigger (start, timer, wake, after-eviction)."}, []string{"trigger"}),
+		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "wakeups_total",
+			Help: "Kernel wake-ups received, by notifier."}, []string{"source"}),
+		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "synchronize_duration_seconds",
+			Help: "Time to observe, decide and act in one synchronize.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		Detection: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "trigger_to_decision_seconds",
+			Help: "Time from a wake-up or tick to the decision.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		Available: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_available",
+			Help: "Observed available amount per eviction signal (bytes, inodes or PIDs)."}, []string{"eviction_signal"}),
+		Capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_capacity",
+			Help: "Observed capacity per eviction signal (bytes, inodes or PIDs)."}, []string{"eviction_signal"}),
+		ThresholdMet: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "threshold_met",
+			Help: "1 when the threshold is met (grace periods ignored).", ConstLabels: nil}, []string{"eviction_signal", "threshold"}),
+		Condition: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "node_condition",
+			Help: "1 while the node condition is reported."}, []string{"condition"}),
+		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "evictd", Name: "last_synchronize_timestamp_seconds",
+			Help: "Unix time of the last synchronize."}),
+	}
+	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
+		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync)
+	return m
+}
+
+func (m *Metrics) evicted(signal string) {
+	m.KubeletEvictions.WithLabelValues(signal).Inc()
+	m.Evictions.WithLabelValues(signal).Inc()
+}
+
+func (m *Metrics) observe(r Record, took time.Duration) {
+	m.Syncs.WithLabelValues(r.Trigger.Reason).Inc()
+	m.SyncDuration.Observe(took.Seconds())
+	m.Detection.Observe(r.TriggerToDecision.Seconds())
+	for _, o := range r.Decision.Observations {
+		m.Available.WithLabelValues(string(o.Signal)).Set(float64(o.Available.Value()))
+		m.Capacity.WithLabelValues(string(o.Signal)).Set(float64(o.Capacity.Value()))
+	}
+	m.ThresholdMet.Reset()
+	for _, t := range r.Decision.Met {
+		m.ThresholdMet.WithLabelValues(string(t.Threshold.Signal), t.Threshold.String()).Set(1)
+	}
+	m.Condition.Reset()
+	for _, c := range r.Decision.NodeConditions {
+		m.Condition.WithLabelValues(string(c)).Set(1)
+	}
+	m.LastSync.Set(float64(r.Time.UnixNano()) / 1e9)
+}
+
+// Server serves /metrics and /healthz.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Serve starts the HTTP server on addr. healthy reports whether the loop
+// is alive (a synchronize within the last few intervals).
+func Serve(addr string, m *Metrics, healthy func() error) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return s.srv.Shutdown(ctx)
+}
+
+// Healthy returns a health check for a: unhealthy before the first
+// synchronize or when none ran for three intervals.
+func (a *Agent) Healthy() error {
+	last := a.LastSync()
+	if last.IsZero() {
+		return errors.New("no synchronize yet")
+	}
+	if age := a.cfg.Clock.Now().Sub(last); age > 3*a.cfg.Interval {
+		return errors.New("last synchronize " + age.Round(time.Second).String() + " ago")
+	}
+	return nil
+}

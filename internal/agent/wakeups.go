@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// WakeupConfig says which kernel wake-ups to set up.
+type WakeupConfig struct {
+	// MemoryRoot is the memory hierarchy root (node cgroup for
+	// memory.available); PodsCgroup the pods' parent (allocatableMemory.available
+	// and the fast poll). Both absolute directories.
+	MemoryRoot, PodsCgroup string
+	V2                     bool
+	// MemcgThresholds: v1 memory.usage_in_bytes eventfd thresholds.
+	MemcgThresholds bool
+	RefreshInterval time.Duration // 0: notify.DefaultRefreshInterval
+	// PSI triggers on the node's and the pods' memory.pressure (v2; on v1
+	// only /proc/pressure/memory).
+	PSI               bool
+	PSIStall, PSIWind time.Duration
+	// MemoryEvents watches memory.events of the pods' parent (v2).
+	MemoryEvents bool
+	// FastPoll polls the pods' parent memory with an interval that shrinks
+	// with the headroom to the nearest memory threshold.
+	FastPoll         bool
+	FastMin, FastMax time.Duration
+	// ReadPodsMemory reads the pods' parent working set cheaply (bytes).
+	ReadPodsMemory func() (workingSet uint64, err error)
+	Log            *slog.Logger
+}
+
+// Wakeups owns the notifiers. It is the agent's Waker and ThresholdUpdater.
+type Wakeups struct {
+	cfg    WakeupConfig
+	poller *notify.Poller
+	waker  *notify.Waker
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	memcg  map[string]*notify.MemcgThreshold // by threshold text
+	closer []func() error
+	failed map[string]bool // notifiers that failed, logged once
+
+	// fast-poll baseline from the last Summary
+	headroomBase atomic.Pointer[headroomBase]
+	cancel       context.CancelFunc
+	active       []string
+}
+
+type headroomBase struct {
+	podsWS int64 // pods' working set when the summary was taken
+	// minHeadroom is, over the memory thresholds, available − threshold at
+	// that time, in bytes.
+	minHeadroom int64
+}
+
+// NewWakeups sets up the notifiers that can be set up; each that cannot is
+// logged once and costs latency only (the timer still runs).
+func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	p, err := notify.NewPoller()
+	if err != nil {
+		return nil, err
+	}
+	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{}}
+	if cfg.PSI {
+		stall, win := cfg.PSIStall, cfg.PSIWind
+		if stall == 0 {
+			stall = notify.DefaultPSIStall
+		}
+		if win == 0 {
+			win = notify.DefaultPSIWindow
+		}
+		files := []string{"/proc/pressure/memory"}
+		if cfg.V2 && cfg.PodsCgroup != "" {
+			files = append(files, cfg.PodsCgroup+"/memory.pressure")
+		}
+		for _, f := range files {
+			t, err := notify.NewPSITrigger(p, w.waker, f, stall, win)
+			if err != nil {
+				w.failOnce("psi "+f, err)
+				continue
+			}
+			w.closer = append(w.closer, t.Close)
+			w.active = append(w.active, "psi "+f)
+		}
+	}
+	if cfg.MemoryEvents && cfg.V2 && cfg.PodsCgroup != "" {
+		f := cfg.PodsCgroup + "/memory.events"
+		ew, err := notify.NewEventsWatch(p, w.waker, f)
+		if err != nil {
+			w.failOnce("memory.events "+f, err)
+		} else {
+			w.closer = append(w.closer, ew.Close)
+			w.active = append(w.active, "memory.events "+f)
+		}
+	}
+	if cfg.FastPoll && cfg.ReadPodsMemory != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		w.cancel = cancel
+		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax,
+			OnError: func(err error) { w.log.Warn("fast poll cannot read the pods' memory", "err", err) }}
+		go fp.Run(ctx)
+		w.active = append(w.active, "fast-poll "+cfg.PodsCgroup)
+	}
+	return w, nil
+}
+
+// Active lists the notifiers that are running (memcg thresholds appear after
+// the first Update).
+func (w *Wakeups) Active() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := append([]string(nil), w.active...)
+	for k, m := range w.memcg {
+		if m.Threshold() > 0 {
+			out = append(out, "memcg-threshold "+k)
+		}
+	}
+	return out
+}
+
+func (w *Wakeups) failOnce(what string, err error) {
+	if w.failed[what] {
+		return
+	}
+	w.failed[what] = true
+	w.log.Warn("wake-up unavailable; the periodic timer still runs", "notifier", what, "err", err)
+}
+
+// C delivers the wake-ups.
+func (w *Wakeups) C() <-chan notify.Wake { return w.waker.C() }
+
+// Sink lets others (tests, the demo) inject wake-ups.
+func (w *Wakeups) Sink() notify.Sink { return w.waker }
+
+// Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
+func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
+	pods := podsMemory(s)
+	minHead := int64(math.MaxInt64)
+	for _, t := range thresholds {
+		var ms *statsv1alpha1.MemoryStats
+		dir := w.cfg.MemoryRoot
+		switch t.Signal {
+		case policy.SignalMemoryAvailable:
+			ms = s.Node.Memory
+		case policy.SignalAllocatableMemoryAvailable:
+			ms, dir = pods, w.cfg.PodsCgroup
+		default:
+			continue
+		}
+		if ms == nil || ms.AvailableBytes == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
+			continue
+		}
+		capacity := int64(*ms.AvailableBytes + *ms.WorkingSetBytes)
+		thr := policy.ThresholdQuantity(t.Value, resource.NewQuantity(capacity, resource.BinarySI)).Value()
+		if h := int64(*ms.AvailableBytes) - thr; h < minHead {
+			minHead = h
+		}
+		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
+			continue
+		}
+		key := t.String()
+		w.mu.Lock()
+		m, ok := w.memcg[key]
+		if !ok {
+			m = notify.NewMemcgThreshold(w.poller, w.waker, string(t.Signal), dir)
+			if w.cfg.RefreshInterval > 0 {
+				m.RefreshInterval = w.cfg.RefreshInterval
+			}
+			w.memcg[key] = m
+		}
+		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
+		usageThr := notify.UsageThreshold(capacity, thr, inactive)
+		rebuilt, err := m.Update(now, usageThr)
+		if err != nil {
+			w.failOnce("memcg-threshold "+key, err)
+		} else if rebuilt && !ok {
+			w.log.Info("memcg threshold notifier set", "threshold", key, "cgroup", dir, "usage_threshold_bytes", usageThr)
+		}
+		w.mu.Unlock()
+	}
+	if pods != nil && pods.WorkingSetBytes != nil && minHead != math.MaxInt64 {
+		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), minHeadroom: minHead})
+	}
+}
+
+// headroom is the fast poll's estimate: the headroom at the last Summary
+// minus the growth of the pods' working set since.
+func (w *Wakeups) headroom() (int64, error) {
+	b := w.headroomBase.Load()
+	if b == nil {
+		return 1 << 62, nil // no Summary yet: poll slowly
+	}
+	ws, err := w.cfg.ReadPodsMemory()
+	if err != nil {
+		return 0, err
+	}
+	return b.minHeadroom - (int64(ws) - b.podsWS), nil
+}
+
+func podsMemory(s *statsv1alpha1.Summary) *statsv1alpha1.MemoryStats {
+	for i := range s.Node.SystemContainers {
+		if s.Node.SystemContainers[i].Name == statsv1alpha1.SystemContainerPods {
+			return s.Node.SystemContainers[i].Memory
+		}
+	}
+	return nil
+}
+
+// Close stops every notifier and the poller.
+func (w *Wakeups) Close() error {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.mu.Lock()
+	for _, m := range w.memcg {
+		m.Close()
+	}
+	for _, c := range w.closer {
+		c()
+	}
+	w.mu.Unlock()
+	if err := w.poller.Close(); err != nil {
+		return fmt.Errorf("close poller: %w", err)
+	}
+	return nil
+}
