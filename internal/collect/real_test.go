@@ -2,6 +2,7 @@ package collect
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,5 +182,61 @@ func TestRealPlainWorkloadRoot(t *testing.T) {
 	}
 	if s.Node.SystemContainers[0].Name != "pods" {
 		t.Errorf("workload root not reported as the pods container")
+	}
+}
+
+// TestRealStatV1 checks what `evictd stat` shows on v1: the working set from
+// the v1 formula, throttling in seconds from nanoseconds, and an OOM kill in
+// a container counted in that container's cgroup.
+func TestRealStatV1(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	base := cgrouptest.UniqueName(t)
+	pod := base + "/kubepods/burstable/pod" + uidA
+	live := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pod+"/live")
+	oomed := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pod+"/oomed")
+	if err := os.WriteFile(filepath.Join(oomed, "memory.limit_in_bytes"), []byte("16M"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(oomed, "memory.memsw.limit_in_bytes"), []byte("16M"), 0)
+	cgrouptest.StartHog(t, 24, live)
+	if err := cgrouptest.RunHogToDeath(t, 48, oomed); err == nil {
+		t.Fatal("a 48 MiB hog exited cleanly under a 16 MiB limit")
+	}
+	c, err := New(Config{PodsCgroup: base + "/kubepods", KubeletRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := c.StatWorkloads(uidA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || len(stats[0].Containers) != 2 || stats[0].Kind != "pod" {
+		t.Fatalf("stats %+v", stats)
+	}
+	for _, cs := range stats[0].Containers {
+		dir := filepath.Join(cgrouptest.V1Memory, cs.Cgroup)
+		if k := kernelWorkingSet(t, dir); absDiff(cs.WorkingSetBytes, k) > 1<<20 {
+			t.Errorf("%s: working set %d, kernel %d", cs.ContainerID, cs.WorkingSetBytes, k)
+		}
+		switch cs.ContainerID {
+		case "live":
+			if cs.WorkingSetBytes < 24<<20 || cs.OOM.Kills != 0 {
+				t.Errorf("live: %+v", cs)
+			}
+		case "oomed":
+			if cs.OOM.Kills < 1 || cs.LimitBytes == nil || *cs.LimitBytes != 16<<20 {
+				t.Errorf("oomed: kills %d limit %v", cs.OOM.Kills, cs.LimitBytes)
+			}
+		}
+	}
+	if _, err := c.StatWorkloads("00000000-0000-0000-0000-000000000000"); !errors.Is(err, ErrNoSuchPod) {
+		t.Errorf("unknown pod: %v", err)
+	}
+	one, err := c.StatCgroup(filepath.Join(cgrouptest.V1Memory, pod, "live"))
+	if err != nil || one.Cgroup != "/"+pod+"/live" || one.WorkingSetBytes < 24<<20 {
+		t.Errorf("StatCgroup by absolute path: %+v %v", one, err)
+	}
+	if _, err := c.StatCgroup("/" + base + "/no-such"); !gone(err) {
+		t.Errorf("missing cgroup: %v, want not-exist", err)
 	}
 }

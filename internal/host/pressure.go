@@ -9,16 +9,19 @@ import (
 // PSILine is one line of a pressure file. Avg* are percentages of wall time;
 // TotalUs is the cumulative stall time in MICROSECONDS, as the kernel writes it.
 type PSILine struct {
-	Avg10, Avg60, Avg300 float64
-	TotalUs              uint64
+	Avg10   float64 `json:"avg10"`
+	Avg60   float64 `json:"avg60"`
+	Avg300  float64 `json:"avg300"`
+	TotalUs uint64  `json:"totalMicroseconds"`
 }
 
 // Pressure is a PSI file (/proc/pressure/<resource> or a v2 cgroup's
 // <resource>.pressure). HasFull is false where the kernel writes no "full"
 // line (the system-wide cpu file before 5.13).
 type Pressure struct {
-	Some, Full PSILine
-	HasFull    bool
+	Some    PSILine `json:"some"`
+	Full    PSILine `json:"full"`
+	HasFull bool    `json:"hasFull"`
 }
 
 // ReadPressure reads <procRoot>/pressure/<resource> (resource: cpu, memory,
