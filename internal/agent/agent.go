@@ -431,3 +431,6 @@ func (a *Agent) logStateChanges(d policy.Decision) {
 		a.lastMet = met
 	}
 }
+
+// Engine returns the policy engine the agent drives.
+func (a *Agent) Engine() *policy.Engine { return a.cfg.Engine }

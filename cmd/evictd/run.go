@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/workload"
+)
+
+func init() {
+	register(command{
+		name:    "run",
+		summary: "run the eviction agent on this host (kernel wake-ups, kubelet decisions, kills)",
+		run:     runRun,
+	})
+}
+
+const runHelp = `
+Runs the eviction agent on this host. Every 10 s (the kubelet's period) and at
+once on every kernel wake-up — the cgroup v1 memcg threshold eventfd, PSI
+triggers, memory.events on cgroup v2, and a fast poll whose interval shrinks
+as memory runs out — it reads the node's stats, decides exactly as the
+kubelet v1.37.2 eviction manager would, and carries the decision out: SIGTERM
+to every process of the chosen workload, then a kill no fork can escape
+(cgroup.kill on v2, freezer + SIGKILL on v1) at the grace deadline.
+
+Workloads are the cgroups under --workload-root (relative to the memory
+cgroup hierarchy). A workloads file (--workloads) gives them what a pod spec
+would: requests, limits, priority, terminationGracePeriodSeconds, critical.
+Cgroups it does not describe are BestEffort with priority 0. evictd never
+evicts itself or a critical workload.
+
+Thresholds come from a KubeletConfiguration file (--config) and/or the
+kubelet's own eviction flags; without either, the kubelet's defaults apply.
+With the default enforceNodeAllocatable [pods], every memory.available
+threshold is also applied to the workload root as allocatableMemory.available.
+
+Each decision that has something to say is appended to the decision log as
+one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
+and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
+action and per state change, nothing per tick.
+
+--dry-run logs exactly what would be killed and changes nothing (the state
+file is not written). --check validates the configuration and exits.
+
+Example:
+  evictd run --dry-run
+  evictd run --workload-root /workloads --workloads /etc/evictd/workloads.yaml \
+    --eviction-hard 'memory.available<500Mi' --eviction-soft 'memory.available<1Gi' \
+    --eviction-soft-grace-period memory.available=30s
+  evictd run --check --config /etc/evictd/kubelet.yaml --workloads /etc/evictd/workloads.yaml --workload-root /workloads
+`
+
+// hookFlag collects --reclaim-hook SIGNAL=COMMAND.
+type hookFlag map[string][]actuate.Hook
+
+func (h hookFlag) String() string { return "" }
+func (h hookFlag) Set(s string) error {
+	sig, cmd, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(cmd) == "" {
+		return fmt.Errorf("%q: want SIGNAL=COMMAND, e.g. imagefs.available=crictl rmi --prune", s)
+	}
+	sig = strings.TrimSpace(sig)
+	if !policy.ValidSignal(policy.Signal(sig)) {
+		return fmt.Errorf("%q: unknown eviction signal %q", s, sig)
+	}
+	h[sig] = append(h[sig], actuate.Hook{Signal: sig, Command: []string{"/bin/sh", "-c", cmd}})
+	return nil
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "[flags]", runHelp, stdout, stderr)
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings; without it the kubelet's defaults apply")
+	root := fs.String("workload-root", "", `cgroup whose children are the workloads, relative to the memory hierarchy root, e.g. /workloads (required unless --dry-run, where it defaults to "/")`)
+	workloadsPath := fs.String("workloads", "", "workloads file (YAML or JSON) describing the workload cgroups; see docs/agent.md")
+	interval := fs.Duration("interval", agent.DefaultInterval, "period of the synchronize loop (the kubelet's evictionMonitoringPeriod)")
+	dryRun := fs.Bool("dry-run", false, "log what would be killed and change nothing")
+	check := fs.Bool("check", false, "validate the configuration (files, flags, cgroups) and exit")
+	stateFile := fs.String("state-file", "/var/lib/evictd/state.json", `engine state (grace-period timers, conditions), kept across restarts; "" to disable`)
+	decisionLog := fs.String("decision-log", "/var/log/evictd/decisions.jsonl", `JSON-lines decision log; "-" for standard output, "" to disable`)
+	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics and /healthz; "" to disable`)
+	memcg := fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off")
+	psi := fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off")
+	events := fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off")
+	fastPoll := fs.String("fast-poll", "auto", "adaptive fast poll of the workload root's memory: auto (on with cgroup v2), on, off")
+	psiStall := fs.Duration("psi-stall", notify.DefaultPSIStall, "PSI trigger: stall time within the window")
+	psiWindow := fs.Duration("psi-window", notify.DefaultPSIWindow, "PSI trigger: window (a multiple of 2s, up to 10s)")
+	fastMin := fs.Duration("fast-poll-min", notify.DefaultFastPollMin, "fast poll: shortest interval (near a threshold)")
+	fastMax := fs.Duration("fast-poll-max", notify.DefaultFastPollMax, "fast poll: longest interval (far from any threshold)")
+	refresh := fs.Duration("notifier-refresh", notify.DefaultRefreshInterval, "rebuild the memcg threshold registration at most this often (the kubelet's 10s)")
+	hooks := hookFlag{}
+	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
+	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	evFlags := load.RegisterEvictionFlags(fs)
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "evictd run: "+format+"\n", a...)
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	tris := map[string]*string{"--memcg-notification": memcg, "--psi": psi, "--memory-events": events, "--fast-poll": fastPoll}
+	parsed := map[string]agent.Tri{}
+	for name, v := range tris {
+		t, err := agent.ParseTri(*v)
+		if err != nil {
+			return fail("%s %v", name, err)
+		}
+		parsed[name] = t
+	}
+	if parsed["--psi"] != agent.Off {
+		if err := notify.ValidatePSI(*psiStall, *psiWindow); err != nil {
+			return fail("--psi-stall/--psi-window: %v", err)
+		}
+	}
+	if *fastMin <= 0 || *fastMax < *fastMin {
+		return fail("--fast-poll-min %s / --fast-poll-max %s: want 0 < min <= max", *fastMin, *fastMax)
+	}
+	if *interval <= 0 {
+		return fail("--interval %s: must be positive", *interval)
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		return fail("--log-format %q: want text or json", *logFormat)
+	}
+	if *root == "" {
+		if !*dryRun && !*check {
+			return fail("--workload-root is required (the cgroup whose children are the workloads, e.g. /workloads); try --dry-run to see what evictd would do on this host")
+		}
+		*root = "/"
+	}
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	source := "kubelet defaults"
+	if *configPath != "" {
+		var err error
+		if kc, err = load.KubeletConfigFile(*configPath); err != nil {
+			return fail("%v", err)
+		}
+		source = *configPath
+	}
+	if err := evFlags.Apply(kc); err != nil {
+		return fail("%v", err)
+	}
+	cfg, err := policy.ConfigFromKubelet(kc)
+	if err != nil {
+		return fail("%s: %v", source, err)
+	}
+	var wf *workload.File
+	if *workloadsPath != "" {
+		if wf, err = workload.ReadFile(*workloadsPath); err != nil {
+			return fail("%v", err)
+		}
+	}
+	for sig := range hooks {
+		for i := range hooks[sig] {
+			hooks[sig][i].Timeout = *hookTimeout
+		}
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
+	opts := agent.HostOptions{
+		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
+		Hooks: hooks, Log: log,
+		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
+		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
+	}
+	if !*dryRun && !*check {
+		opts.StateFile = *stateFile
+	}
+	if *check {
+		h, err := agent.NewHost(opts)
+		if err != nil {
+			return fail("%v", err)
+		}
+		ws, _ := h.Pods.Workloads()
+		h.Wakeups.Close()
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s)\n",
+			len(h.Engine().Thresholds()), source, h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
+		for _, t := range h.Engine().Thresholds() {
+			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
+		}
+		return exitOK
+	}
+	if *decisionLog != "" {
+		dl, err := agent.OpenDecisionLog(*decisionLog)
+		if err != nil {
+			return fail("--decision-log: %v", err)
+		}
+		defer dl.Close()
+		opts.DecisionLog = dl
+	}
+	if *metricsAddr != "" {
+		opts.Metrics = agent.NewMetrics()
+	}
+	h, err := agent.NewHost(opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if opts.Metrics != nil {
+		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h.Healthy)
+		if err != nil {
+			h.Wakeups.Close()
+			return fail("--metrics-addr %s: %v", *metricsAddr, err)
+		}
+		defer srv.Close()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
+		"thresholds", thresholdTexts(h.Engine().Thresholds()), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
+		"interval", *interval, "metrics", *metricsAddr)
+	start := time.Now()
+	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fail("%v", err)
+	}
+	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
+	return exitOK
+}
+
+func thresholdTexts(ts []policy.Threshold) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.String())
+	}
+	return strings.Join(s, ", ")
+}

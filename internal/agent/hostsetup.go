@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/workload"
+)
+
+// Tri is an on/off/auto switch.
+type Tri string
+
+const (
+	Auto Tri = "auto"
+	On   Tri = "on"
+	Off  Tri = "off"
+)
+
+// ParseTri parses auto|on|off.
+func ParseTri(s string) (Tri, error) {
+	switch Tri(s) {
+	case Auto, On, Off:
+		return Tri(s), nil
+	}
+	return "", fmt.Errorf("%q: want auto, on or off", s)
+}
+
+func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
+
+// HostOptions configure evictd on a host whose workloads are cgroups under
+// a workload root.
+type HostOptions struct {
+	Policy policy.Config
+	// WorkloadRoot is relative to the memory hierarchy's root ("/workloads").
+	WorkloadRoot string
+	Workloads    *workload.File // nil: every cgroup is BestEffort priority 0
+	DryRun       bool
+	Interval     time.Duration
+	StateFile    string
+	DecisionLog  *DecisionLog
+	Metrics      *Metrics
+	Hooks        map[string][]actuate.Hook
+	HookTimeout  time.Duration
+	Log          *slog.Logger
+	OnRecord     func(Record)
+	Clock        Clock
+
+	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+	PSIStall, PSIWindow                            time.Duration
+	FastPollMin, FastPollMax                       time.Duration
+	NotifierRefresh                                time.Duration
+	// GoneTimeout bounds the wait for a killed workload to disappear.
+	GoneTimeout time.Duration
+}
+
+// Host is an Agent wired to the live host.
+type Host struct {
+	*Agent
+	Collector *collect.Collector
+	Pods      *HostPods
+	Wakeups   *Wakeups
+	Killer    *actuate.Killer
+	Root      string // absolute workload root
+	V2        bool
+}
+
+// NewHost wires the collector, the workloads, the killer, the wake-ups and
+// the engine. Nothing is changed on the host until Run.
+func NewHost(o HostOptions) (*Host, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.WorkloadRoot == "" {
+		return nil, fmt.Errorf("a workload root is required (the cgroup whose children are the workloads)")
+	}
+	rootRel := "/" + strings.Trim(o.WorkloadRoot, "/")
+	var wl *collect.Collector
+	col, err := collect.New(collect.Config{
+		WorkloadRoot: rootRel,
+		PodRef: func(w collect.Workload) statsapi.PodReference {
+			rel := strings.TrimPrefix(path.Clean(w.Cgroup), rootRel+"/")
+			return statsapi.PodReference{Name: w.Name, Namespace: workload.Namespace, UID: string(workload.UID(rel))}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	wl = col
+	memRoot, version := wl.MemoryRoot()
+	v2 := version == 2
+	root := filepath.Join(memRoot, rootRel)
+	self, err := workload.SelfCgroup(memRoot, v2)
+	if err != nil {
+		o.Log.Warn("cannot tell evictd's own cgroup; relying on the pid check alone", "err", err)
+	}
+	pods := &HostPods{File: o.Workloads, Root: root, SelfCgroup: self}
+	if _, err := pods.Workloads(); err != nil {
+		return nil, err
+	}
+	k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, DryRun: o.DryRun, Log: o.Log, GoneTimeout: o.GoneTimeout}
+	if v2 {
+		k.Mode = actuate.V2
+	} else if r, _, ok := wl.Hierarchy().Controller("freezer"); ok {
+		k.FreezerRoot = r
+	}
+	eng, err := policy.NewEngine(o.Policy, policy.Filesystems{})
+	if err != nil {
+		return nil, err
+	}
+	hasMemThreshold := false
+	for _, t := range eng.Thresholds() {
+		if t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable {
+			hasMemThreshold = true
+		}
+	}
+	podsDir := root
+	wk, err := NewWakeups(WakeupConfig{
+		MemoryRoot: memRoot, PodsCgroup: podsDir, V2: v2,
+		MemcgThresholds: o.MemcgNotification.enabled(!v2) && hasMemThreshold && !v2,
+		RefreshInterval: o.NotifierRefresh,
+		PSI:             o.PSI.enabled(v2), PSIStall: o.PSIStall, PSIWind: o.PSIWindow,
+		MemoryEvents: o.MemoryEvents.enabled(v2) && v2,
+		FastPoll:     o.FastPoll.enabled(v2) && hasMemThreshold, FastMin: o.FastPollMin, FastMax: o.FastPollMax,
+		ReadPodsMemory: func() (uint64, error) {
+			m, err := wl.ReadPodsCgroupMemory()
+			return m.WorkingSet, err
+		},
+		Log: o.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.MemcgNotification == On && v2 {
+		o.Log.Warn("memcg threshold notification asked for, but cgroup v2 has no cgroup.event_control (kubernetes#106331); using PSI, memory.events and the fast poll")
+	}
+	var rec Reclaimer
+	if len(o.Hooks) > 0 {
+		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
+	}
+	a, err := New(Config{
+		Engine: eng, Stats: wl, Pods: pods, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
+		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
+		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord,
+	})
+	if err != nil {
+		wk.Close()
+		return nil, err
+	}
+	return &Host{Agent: a, Collector: wl, Pods: pods, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
+}
+
+// Run runs the loop until ctx is done, then stops the notifiers.
+func (h *Host) Run(ctx context.Context) error {
+	defer h.Wakeups.Close()
+	return h.Agent.Run(ctx)
+}
+
+// Sink lets callers inject a wake-up (the demo, tests).
+func (h *Host) Sink() notify.Sink { return h.Wakeups.Sink() }
