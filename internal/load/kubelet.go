@@ -1,6 +1,7 @@
 package load
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -48,6 +49,37 @@ func ParseKubeletConfig(data []byte, name string) (*kubeletconfigv1beta1.Kubelet
 		return nil, err
 	}
 	return kc, nil
+}
+
+// KubeletConfigFileFields is KubeletConfigFile that also returns the
+// top-level fields written in the file (with a non-null value), for checks
+// that must tell an explicit zero ("evictionPressureTransitionPeriod: 0s")
+// from an absent field.
+func KubeletConfigFileFields(path string) (*kubeletconfigv1beta1.KubeletConfiguration, map[string]bool, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseKubeletConfigFields(data, path)
+}
+
+// ParseKubeletConfigFields is ParseKubeletConfig that also returns the
+// top-level fields present; see KubeletConfigFileFields.
+func ParseKubeletConfigFields(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, map[string]bool, error) {
+	kc, err := ParseKubeletConfig(data, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, _, _ := toJSON(data, name) // cannot fail: ParseKubeletConfig succeeded
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(js, &top)
+	present := make(map[string]bool, len(top))
+	for k, v := range top {
+		if string(v) != "null" {
+			present[k] = true
+		}
+	}
+	return kc, present, nil
 }
 
 // readFile reads a whole input file; its errors already name the path.

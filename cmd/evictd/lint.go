@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/lint"
+	"github.com/evictd/evictd/internal/load"
+)
+
+func init() {
+	register(command{
+		name:    "lint",
+		summary: "check an eviction configuration: the kubelet's own errors plus the pitfalls it accepts silently",
+		run:     runLint,
+	})
+}
+
+const lintHelp = `
+Checks a kubelet eviction configuration before it reaches a node: a
+KubeletConfiguration file, the kubelet's eviction flags, or both (the flags
+are laid over the file as the kubelet does). Without --config, lint checks a
+kubelet started with these flags alone — which gets no default thresholds.
+
+Errors are the kubelet v1.37.2's own, with its wording: what makes it refuse
+to start (unknown signal, bad quantity or percentage, soft threshold without
+grace period, negative grace or reclaim, MemoryQoS settings, missing kind).
+Warnings are settings it accepts without a word that do something else than
+they seem: a partial evictionHard dropping the other defaults, "0%"/"100%"
+silently disabling a signal ("0.0%" does not), a soft threshold with 0s grace
+(a hard one) or not above the hard one, containerfs thresholds the kubelet
+overwrites, evictionMaxPodGracePeriod 0 or negative with soft thresholds, a
+minimum reclaim larger than its threshold, evictionPressureTransitionPeriod
+0s (= 5m), a memory reservation not covering the hard threshold,
+kernelMemcgNotification on cgroup v2, imagefs thresholds on a single
+filesystem, localStorageCapacityIsolation off. Infos are worth knowing.
+
+Each finding has a severity, the field (or flag), the value, what it does,
+why it matters and the fix. Exit status: 0 clean (infos only), 1 warnings,
+2 errors or unreadable input.
+
+Examples:
+  evictd lint --config /var/lib/kubelet/config.yaml
+  evictd lint --eviction-hard 'memory.available<500Mi,nodefs.available<10%' \
+      --eviction-soft 'memory.available<1Gi' --eviction-soft-grace-period 'memory.available=1m'
+  evictd lint --config config.yaml --cgroup-version 2 --filesystems single -o json
+`
+
+func runLint(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("lint", "[--config FILE] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON)")
+	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
+	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")
+	out := fs.String("o", "table", "output format: table or json")
+	evFlags := load.RegisterEvictionFlags(fs)
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "evictd lint: "+format+"\n", a...)
+		return exitError
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("unexpected argument %q", fs.Arg(0))
+	case *out != "table" && *out != "json":
+		return fail("-o %q: want table or json", *out)
+	case *cgroupVersion != 0 && *cgroupVersion != 1 && *cgroupVersion != 2:
+		return fail("--cgroup-version %d: want 1 or 2", *cgroupVersion)
+	}
+	l := lint.Layout(*layout)
+	switch l {
+	case lint.LayoutUnknown, lint.LayoutSingle, lint.LayoutImageFs, lint.LayoutSplit:
+	default:
+		return fail("--filesystems %q: want single, imagefs or split", *layout)
+	}
+	if *configPath == "" && len(evFlags.Set()) == 0 {
+		return fail("nothing to lint: give --config FILE and/or kubelet eviction flags (see --help)")
+	}
+
+	in := lint.Input{ConfigFile: *configPath, FlagsSet: evFlags.Set(), CgroupVersion: *cgroupVersion, Layout: l}
+	var sources []string
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if *configPath != "" {
+		var err error
+		kc, in.Present, err = load.KubeletConfigFileFields(*configPath)
+		if err != nil {
+			return lintLoadError(err, *configPath, *out, stdout, stderr)
+		}
+		sources = append(sources, *configPath)
+	}
+	if err := evFlags.Apply(kc); err != nil {
+		return fail("%v", err)
+	}
+	for _, f := range in.FlagsSet {
+		sources = append(sources, "--"+f)
+	}
+	in.Config = kc
+	findings := lint.Check(in)
+	rep := lint.NewReport(strings.Join(sources, " "), findings)
+	if *out == "json" {
+		if err := lint.WriteJSON(stdout, rep); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		lint.WriteTable(stdout, rep)
+	}
+	return lint.ExitCode(findings)
+}
+
+// lintLoadError turns a file the strict decoder refuses into a finding when
+// it is a field-level problem the kubelet itself would only log (it falls
+// back to lenient decoding for unknown and duplicate fields) — the setting
+// then silently does nothing — and into a plain error line otherwise.
+func lintLoadError(err error, path, format string, stdout, stderr io.Writer) int {
+	var le *load.Error
+	if !errors.As(err, &le) || (!errors.Is(err, load.ErrUnknownField) && !errors.Is(err, load.ErrDuplicateKey)) {
+		fmt.Fprintf(stderr, "evictd lint: %v\n", err)
+		return exitError
+	}
+	f := lint.Finding{Severity: lint.SeverityError, Rule: "config-decoding", Field: le.Field, Value: le.Value, Message: le.Err.Error()}
+	if errors.Is(err, load.ErrUnknownField) {
+		f.Why = "the kubelet's strict decoding fails; it then decodes leniently, logs \"Using lenient decoding as strict decoding failed\" and ignores the field: the setting has no effect (often a typo)"
+		f.Fix = "correct the field name (fields are case-sensitive, e.g. evictionHard) or remove it"
+	} else {
+		f.Why = "the kubelet's lenient fallback keeps only the last value, silently"
+		f.Fix = "keep one entry per key"
+	}
+	rep := lint.NewReport(path+" (decoding stopped at this finding)", []lint.Finding{f})
+	if format == "json" {
+		_ = lint.WriteJSON(stdout, rep)
+	} else {
+		lint.WriteTable(stdout, rep)
+	}
+	return exitError
+}
