@@ -208,6 +208,7 @@ func (c *Collector) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	if len(ws) == 0 {
 		return s, nil
 	}
+	logDirs := c.podLogDirs()
 	pods := make([]*statsapi.PodStats, len(ws))
 	errs := make([]error, len(ws))
 	next := make(chan int)
@@ -217,7 +218,7 @@ func (c *Collector) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				pods[i], errs[i] = c.podStats(ws[i], now)
+				pods[i], errs[i] = c.podStats(ws[i], logDirs, now)
 			}
 		}()
 	}
@@ -413,7 +414,7 @@ func cgroupStartTime(dir string) metav1.Time {
 	return metav1.NewTime(st.ModTime().Truncate(time.Second))
 }
 
-func (c *Collector) podStats(w Workload, now metav1.Time) (*statsapi.PodStats, error) {
+func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.Time) (*statsapi.PodStats, error) {
 	dir := c.memRoot + w.Cgroup
 	m, err := readCgroupMemory(dir, c.memVersion, true)
 	if err != nil {
@@ -424,11 +425,10 @@ func (c *Collector) podStats(w Workload, now metav1.Time) (*statsapi.PodStats, e
 	if c.cpuRoot != "" {
 		p.CPU = c.cpuStats(c.cpuRoot+w.Cgroup, now)
 	}
-	procs, err := c.countProcsTree(dir)
+	procs, err := countProcs(dir)
 	if err != nil {
 		return nil, err
 	}
-	p.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64(procs)}
 	if c.memVersion == 2 {
 		if psi, err := v2.ReadMemoryPressure(dir); err == nil {
 			p.Memory.PSI = toPSI(psi)
@@ -456,17 +456,29 @@ func (c *Collector) podStats(w Workload, now metav1.Time) (*statsapi.PodStats, e
 			cs.CPU = c.cpuStats(c.cpuRoot+ct.Cgroup, now)
 		}
 		p.Containers = append(p.Containers, cs)
+		n, err := countProcs(cdir)
+		if err != nil && !gone(err) {
+			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
+		}
+		procs += n
 	}
+	if len(w.Containers) == 0 && w.PodUID == "" {
+		// A plain workload may nest its processes in sub-cgroups of its own.
+		if procs, err = countProcsTree(dir); err != nil {
+			return nil, err
+		}
+	}
+	// The kubelet sums its containers' process counts; the pod cgroup's own
+	// processes (none under a CRI runtime) are added so none is missed.
+	p.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64(procs)}
 	if w.PodUID != "" {
-		c.addEphemeralStorage(p, w, now)
+		c.addEphemeralStorage(p, w, logDirs, now)
 	}
 	return p, nil
 }
 
-// countProcsTree counts the processes in dir and every cgroup below it (the
-// kubelet sums its containers' process counts; the pod cgroup's own
-// processes — none under a normal runtime — are counted too).
-func (c *Collector) countProcsTree(dir string) (uint64, error) {
+// countProcsTree counts the processes in dir and every cgroup below it.
+func countProcsTree(dir string) (uint64, error) {
 	n, err := countProcs(dir)
 	if err != nil {
 		return 0, err
@@ -479,7 +491,7 @@ func (c *Collector) countProcsTree(dir string) (uint64, error) {
 		if !e.IsDir() {
 			continue
 		}
-		k, err := c.countProcsTree(filepath.Join(dir, e.Name()))
+		k, err := countProcsTree(filepath.Join(dir, e.Name()))
 		if err != nil {
 			if gone(err) {
 				continue

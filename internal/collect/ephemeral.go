@@ -21,7 +21,7 @@ const emptyDirPlugin = "kubernetes.io~empty-dir"
 //
 // Not covered: the containers' writable layers (rootfs), which only the
 // container runtime (CRI) knows; docs/stat.md says so.
-func (c *Collector) addEphemeralStorage(p *statsapi.PodStats, w Workload, now metav1.Time) {
+func (c *Collector) addEphemeralStorage(p *statsapi.PodStats, w Workload, logDirs map[string]string, now metav1.Time) {
 	var totalBytes, totalInodes uint64
 	found := false
 	volRoot := filepath.Join(c.cfg.KubeletRoot, "pods", w.PodUID, "volumes", emptyDirPlugin)
@@ -36,7 +36,7 @@ func (c *Collector) addEphemeralStorage(p *statsapi.PodStats, w Workload, now me
 			totalBytes, totalInodes, found = totalBytes+b, totalInodes+i, true
 		}
 	}
-	if logDir := c.podLogDir(w.PodUID); logDir != "" {
+	if logDir := logDirs[w.PodUID]; logDir != "" {
 		byName := map[string]*statsapi.ContainerStats{}
 		for i := range p.Containers {
 			byName[p.Containers[i].Name] = &p.Containers[i]
@@ -57,18 +57,20 @@ func (c *Collector) addEphemeralStorage(p *statsapi.PodStats, w Workload, now me
 	}
 }
 
-// podLogDir finds <PodLogsRoot>/<namespace>_<name>_<uid>.
-func (c *Collector) podLogDir(uid string) string {
+// podLogDirs maps pod UIDs to their log directories
+// <PodLogsRoot>/<namespace>_<name>_<uid>, listing the root once per Summary.
+func (c *Collector) podLogDirs() map[string]string {
 	es, err := os.ReadDir(c.cfg.PodLogsRoot)
 	if err != nil {
-		return ""
+		return nil
 	}
+	m := make(map[string]string, len(es))
 	for _, e := range es {
-		if e.IsDir() && strings.HasSuffix(e.Name(), "_"+uid) {
-			return filepath.Join(c.cfg.PodLogsRoot, e.Name())
+		if i := strings.LastIndexByte(e.Name(), '_'); e.IsDir() && i >= 0 {
+			m[e.Name()[i+1:]] = filepath.Join(c.cfg.PodLogsRoot, e.Name())
 		}
 	}
-	return ""
+	return m
 }
 
 // du returns the bytes allocated (st_blocks × 512) and inodes used under
