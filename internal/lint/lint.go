@@ -188,4 +188,3 @@ func sortedKeys(m map[string]string) []string {
 func joinQuoted(list []string) string {
 	return strings.Join(list, ", ")
 }
-
