@@ -73,6 +73,12 @@ type Collector struct {
 	cpuRoot    string // "" when no cpu accounting controller is mounted
 	cpuVersion int
 	podsCgroup string // relative; "" when there is neither pods cgroup nor workload root
+
+	// Start times of cgroups seen by the last Summary and this one: a
+	// cgroup's creation time does not change, and a stat per cgroup per
+	// Summary is a tenth of the Summary's cost.
+	startMu               sync.Mutex
+	startsPrev, startsCur map[string]metav1.Time
 }
 
 // New checks the configuration, detects the hierarchy and the pods cgroup,
@@ -102,7 +108,7 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = min(4, runtime.GOMAXPROCS(0))
 	}
-	c := &Collector{cfg: cfg}
+	c := &Collector{cfg: cfg, startsPrev: map[string]metav1.Time{}, startsCur: map[string]metav1.Time{}}
 	if cfg.Hierarchy != nil {
 		c.h = *cfg.Hierarchy
 	} else {
@@ -235,6 +241,9 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c.startMu.Lock()
+	c.startsPrev, c.startsCur = c.startsCur, make(map[string]metav1.Time, len(c.startsCur))
+	c.startMu.Unlock()
 	for i, p := range pods {
 		if errs[i] != nil {
 			if gone(errs[i]) {
@@ -404,6 +413,26 @@ func toFs(u host.FsUsage, now metav1.Time) *statsapi.FsStats {
 		UsedBytes: u64(u.UsedBytes), InodesFree: u64(u.InodesFree), Inodes: u64(u.Inodes), InodesUsed: u64(u.InodesUsed)}
 }
 
+// startTime is cgroupStartTime, remembered across Summaries.
+func (c *Collector) startTime(dir string) metav1.Time {
+	c.startMu.Lock()
+	t, ok := c.startsCur[dir]
+	if !ok {
+		if t, ok = c.startsPrev[dir]; ok {
+			c.startsCur[dir] = t
+		}
+	}
+	c.startMu.Unlock()
+	if ok {
+		return t
+	}
+	t = cgroupStartTime(dir)
+	c.startMu.Lock()
+	c.startsCur[dir] = t
+	c.startMu.Unlock()
+	return t
+}
+
 // cgroupStartTime approximates a cgroup's creation time by its directory's
 // modification time (cgroupfs has no birth time); zero if unknown.
 func cgroupStartTime(dir string) metav1.Time {
@@ -420,7 +449,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 	if err != nil {
 		return nil, err
 	}
-	p := &statsapi.PodStats{PodRef: c.cfg.PodRef(w), StartTime: cgroupStartTime(dir), Memory: toMemory(m, now),
+	p := &statsapi.PodStats{PodRef: c.cfg.PodRef(w), StartTime: c.startTime(dir), Memory: toMemory(m, now),
 		Containers: make([]statsapi.ContainerStats, 0, len(w.Containers))}
 	if c.cpuRoot != "" {
 		p.CPU = c.cpuStats(c.cpuRoot+w.Cgroup, now)
@@ -451,7 +480,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 			}
 			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
 		}
-		cs := statsapi.ContainerStats{Name: c.cfg.ContainerName(w, ct), StartTime: cgroupStartTime(cdir), Memory: toMemory(cm, now)}
+		cs := statsapi.ContainerStats{Name: c.cfg.ContainerName(w, ct), StartTime: c.startTime(cdir), Memory: toMemory(cm, now)}
 		if c.cpuRoot != "" {
 			cs.CPU = c.cpuStats(c.cpuRoot+ct.Cgroup, now)
 		}
