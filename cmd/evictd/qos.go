@@ -206,7 +206,7 @@ func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.Q
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", clip(c.Name, 24), c.Kind, c.MemoryMin, c.MemoryLow, c.MemoryHigh, c.OOMScoreAdj)
 		}
 		if pc := p.Cgroup; pc.MemoryMin.Written || pc.MemoryLow.Written || pc.MemoryHigh.Written {
-			fmt.Fprintf(tw, "  (pod cgroup)\t\t%s\t%s\t%s\t\n", pc.MemoryMin, pc.MemoryLow, pc.MemoryHigh)
+			fmt.Fprintf(tw, "  (pod cgroup)\t\t%s\t%s\t%s\n", pc.MemoryMin, pc.MemoryLow, pc.MemoryHigh)
 		}
 	}
 	tw.Flush()

@@ -47,17 +47,17 @@ func WriteTable(w io.Writer, r Report) {
 		fmt.Fprintln(w, "No findings: the kubelet accepts this configuration and none of the known pitfalls apply.")
 		return
 	}
-	const indent = "         " // under the severity column
+	const indent = "         " // under the field, after the severity column
 	for _, f := range r.Findings {
 		fmt.Fprintln(w)
-		head := fmt.Sprintf("%-7s  %s", strings.ToUpper(string(f.Severity)), f.Field)
+		head := f.Field
 		if f.Value != "" {
 			head += " = " + quote(f.Value)
 		}
-		writeWrapped(w, head, indent)
-		writeWrapped(w, indent+f.Message, indent)
-		writeWrapped(w, indent+"why: "+f.Why, indent+"     ")
-		writeWrapped(w, indent+"fix: "+f.Fix, indent+"     ")
+		writeWrapped(w, fmt.Sprintf("%-7s  ", strings.ToUpper(string(f.Severity))), head, indent)
+		writeWrapped(w, indent, f.Message, indent)
+		writeWrapped(w, indent+"why: ", f.Why, indent+"     ")
+		writeWrapped(w, indent+"fix: ", f.Fix, indent+"     ")
 		fmt.Fprintf(w, "%s(%s)\n", indent, f.Rule)
 	}
 	fmt.Fprintf(w, "\n%d error(s), %d warning(s), %d info(s)\n", r.Errors, r.Warnings, r.Infos)
@@ -70,15 +70,14 @@ func quote(s string) string {
 	return s
 }
 
-// writeWrapped writes text wrapped at tableWidth on word boundaries; lines
-// after the first start with indent. A word longer than the width is not split.
-func writeWrapped(w io.Writer, text, indent string) {
-	words := strings.Fields(text)
-	lead := text[:len(text)-len(strings.TrimLeft(text, " "))]
-	line := lead
+// writeWrapped writes prefix and text wrapped at tableWidth on word
+// boundaries; continuation lines start with indent. A word longer than the
+// width is not split.
+func writeWrapped(w io.Writer, prefix, text, indent string) {
+	line := prefix
 	empty := true
-	for _, word := range words {
-		if !empty && len(line)+1+len(word) > tableWidth {
+	for _, word := range strings.Fields(text) {
+		if !empty && len([]rune(line))+1+len([]rune(word)) > tableWidth {
 			fmt.Fprintln(w, line)
 			line, empty = indent, true
 		}

@@ -364,6 +364,9 @@ func ruleOrphanReclaim(in *Input) []Finding {
 		if usable(hard[k]) || usable(kc.EvictionSoft[k]) {
 			continue
 		}
+		if _, err := policy.ParseThresholdConfig(nil, nil, nil, nil, map[string]string{k: kc.EvictionMinimumReclaim[k]}); err != nil {
+			continue // an invalid value is already an error
+		}
 		if k == string(policy.SignalContainerFsAvailable) || k == string(policy.SignalContainerFsInodesFree) {
 			continue // containerfs thresholds are derived; their reclaim is reported by containerfs-threshold-overridden
 		}
