@@ -277,7 +277,7 @@ func wantScalar(t reflect.Type, raw []byte) error {
 	case reflect.Float32, reflect.Float64:
 		return errors.New("want a number")
 	case reflect.String:
-		return errors.New("want a string")
+		return errors.New("want a string (quote the value)")
 	case reflect.Struct:
 		return errors.New("want an object")
 	case reflect.Map:
