@@ -114,6 +114,9 @@ type Config struct {
 	// OnRecord, when set, sees every record (also the quiet ones): the
 	// demo narrates from it.
 	OnRecord func(Record)
+	// BeforeEvict, when set, is called with the decision just before each
+	// kill starts (a kill can take the whole grace period).
+	BeforeEvict func(trig Trigger, d policy.Decision, act Action)
 }
 
 // Agent runs the loop.
@@ -161,7 +164,7 @@ func New(cfg Config) (*Agent, error) {
 
 // Trigger says why a synchronize ran.
 type Trigger struct {
-	Reason string    `json:"reason"`           // "timer", "wake", "after-eviction", "start"
+	Reason string    `json:"reason"`           // "start", "timer", "grace", "wake", "after-eviction"
 	Source string    `json:"source,omitempty"` // the notifier, for wake-ups
 	At     time.Time `json:"at"`               // when the trigger was seen
 }
@@ -192,7 +195,7 @@ type Action struct {
 }
 
 // Run loops until ctx is done: a synchronize at start, then on every timer
-// tick and every wake-up; after an eviction it waits (bounded) for the pod
+// tick, every wake-up and when a grace period runs out; after an eviction it waits (bounded) for the pod
 // to be gone and synchronizes again at once, as the kubelet does.
 func (a *Agent) Run(ctx context.Context) error {
 	clk := a.cfg.Clock
@@ -211,12 +214,21 @@ func (a *Agent) Run(ctx context.Context) error {
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 			continue
 		}
-		timer := clk.After(a.cfg.Interval)
+		// The timer runs at the interval, or sooner when a soft threshold's
+		// grace period runs out before it: the decision is the one the
+		// kubelet makes at its next tick, made without waiting for the tick.
+		next, reason := a.cfg.Interval, "timer"
+		for _, s := range rec.Decision.InGrace {
+			if s.GraceRemaining > 0 && s.GraceRemaining < next {
+				next, reason = s.GraceRemaining, "grace"
+			}
+		}
+		timer := clk.After(next)
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-timer:
-			trig = Trigger{Reason: "timer", At: now}
+			trig = Trigger{Reason: reason, At: now}
 		case w := <-wake:
 			trig = Trigger{Reason: "wake", Source: w.Source, At: w.At}
 			if a.cfg.Metrics != nil {
@@ -324,6 +336,9 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
 		} else {
+			if a.cfg.BeforeEvict != nil {
+				a.cfg.BeforeEvict(trig, d, act)
+			}
 			res, err := a.cfg.Evictor.Evict(ctx, pod, act.Grace, ev)
 			act.Result = &res
 			if err != nil {

@@ -54,6 +54,7 @@ type HostOptions struct {
 	HookTimeout  time.Duration
 	Log          *slog.Logger
 	OnRecord     func(Record)
+	BeforeEvict  func(Trigger, policy.Decision, Action)
 	Clock        Clock
 
 	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
@@ -151,7 +152,7 @@ func NewHost(o HostOptions) (*Host, error) {
 	a, err := New(Config{
 		Engine: eng, Stats: wl, Pods: pods, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
-		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord,
+		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
 	if err != nil {
 		wk.Close()
