@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -105,7 +106,11 @@ func printDemoSummary(sum *demo.Summary, out string, stdout io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  WORKLOAD\tSIGNAL\tDETECTED AFTER\tGRACE\tTRIGGER")
 	for _, e := range sum.Evictions {
-		fmt.Fprintf(tw, "  %s\t%s\t%.1fms\t%ds\t%s\n", e.Workload, e.Signal, e.DetectionLatencyMs, e.GracePeriodSeconds, e.Trigger)
+		det := fmt.Sprintf("%.1fms", e.DetectionLatencyMs)
+		if strings.HasPrefix(e.Trigger, "simulated") {
+			det = "n/a (simulated)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%ds\t%s\n", e.Workload, e.Signal, det, e.GracePeriodSeconds, e.Trigger)
 	}
 	tw.Flush()
 	if sum.KernelOOMKills == 0 {
