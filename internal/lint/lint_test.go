@@ -218,6 +218,13 @@ func TestRules(t *testing.T) {
 		{"local storage isolation off", Input{Config: with(func(k *kcfg) { k.LocalStorageCapacityIsolation = boolp(false) }), ConfigFile: "c.yaml"},
 			[]want{{"local-storage-capacity-isolation-off", SeverityWarning, "localStorageCapacityIsolation", ""}}},
 
+		// separate-disk-gc-off-with-split-filesystem
+		{"split fs with KubeletSeparateDiskGC off", Input{Config: with(func(k *kcfg) { k.FeatureGates = map[string]bool{"KubeletSeparateDiskGC": false} }),
+			ConfigFile: "c.yaml", Layout: LayoutSplit},
+			[]want{{"separate-disk-gc-off-with-split-filesystem", SeverityWarning, "featureGates.KubeletSeparateDiskGC", ""}}},
+		{"single fs with KubeletSeparateDiskGC off", Input{Config: with(func(k *kcfg) { k.FeatureGates = map[string]bool{"KubeletSeparateDiskGC": false} }),
+			ConfigFile: "c.yaml", Layout: LayoutImageFs}, nil},
+
 		// flag-replaces-file-map
 		{"flag over a file map", Input{Config: file(), ConfigFile: "c.yaml", FlagsSet: []string{"eviction-soft"}, Present: map[string]bool{"evictionSoft": true}},
 			[]want{{"flag-replaces-file-map", SeverityInfo, "--eviction-soft", "--eviction-soft replaces the file's whole evictionSoft map"}}},

@@ -45,6 +45,7 @@ var rules = []rule{
 	{"kernel-memcg-notification-on-cgroup-v2", ruleMemcgNotification},
 	{"imagefs-thresholds-on-single-filesystem", ruleImageFsSingle},
 	{"local-storage-capacity-isolation-off", ruleLocalStorage},
+	{"separate-disk-gc-off-with-split-filesystem", ruleSeparateDiskGC},
 	{"flag-replaces-file-map", ruleFlagReplacesFile},
 }
 
@@ -600,6 +601,18 @@ func ruleLocalStorage(in *Input) []Finding {
 		Message: "ephemeral-storage limits and emptyDir sizeLimit are not enforced",
 		Why:     "with it off the kubelet neither evicts pods over their ephemeral-storage limit or emptyDir sizeLimit nor accounts ephemeral storage: one pod can fill the node disk and only DiskPressure eviction is left",
 		Fix:     "remove the setting (default true) unless the node's filesystem cannot report usage (e.g. rootless)"}}
+}
+
+func ruleSeparateDiskGC(in *Input) []Finding {
+	on, set := in.Config.FeatureGates["KubeletSeparateDiskGC"]
+	if !set || on || in.Layout != LayoutSplit {
+		return nil
+	}
+	return []Finding{{Severity: SeverityWarning, Field: "featureGates.KubeletSeparateDiskGC", Value: "false",
+		Message: "with a split image/container filesystem the eviction manager stops for good",
+		Why: "its first synchronize fails with \"" + policy.ErrSplitFsWithoutGate.Error() + "\" after recording the layout, " +
+			"so later cycles never build the ranking functions: no threshold-based eviction ever happens on this node",
+		Fix: "remove the gate override (on by default since v1.31)"}}
 }
 
 func ruleFlagReplacesFile(in *Input) []Finding {
