@@ -159,6 +159,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err := evFlags.Apply(kc); err != nil {
 		return fail("%v", err)
 	}
+	if len(evFlags.Set()) > 0 {
+		source += " + --" + strings.Join(evFlags.Set(), " --")
+	}
 	cfg, err := policy.ConfigFromKubelet(kc)
 	if err != nil {
 		return fail("%s: %v", source, err)

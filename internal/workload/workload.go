@@ -45,8 +45,8 @@ const (
 // Spec is one entry of the workloads file.
 type Spec struct {
 	Name string `json:"name"`
-	// Cgroup is a path relative to the workload root ("web", "batch/*"); a
-	// glob matches every cgroup of that shape.
+	// Cgroup names a cgroup directly under the workload root ("web"); a
+	// glob ("batch-*") matches every such cgroup.
 	Cgroup                        string          `json:"cgroup"`
 	Requests                      v1.ResourceList `json:"requests,omitempty"`
 	Limits                        v1.ResourceList `json:"limits,omitempty"`
@@ -167,6 +167,9 @@ func parseSpec(item any, file, at string) (Spec, error) {
 	if clean == "." || strings.HasPrefix(clean, "..") {
 		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: errors.New("must name a cgroup below the workload root")}
 	}
+	if strings.Contains(clean, "/") {
+		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: errors.New("must name a cgroup directly under the workload root (one path element, glob allowed)")}
+	}
 	if _, err := path.Match(clean, ""); err != nil {
 		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: fmt.Errorf("bad glob: %w", err)}
 	}
@@ -283,9 +286,7 @@ func UID(rel string) types.UID {
 	return types.UID("host:" + strings.TrimPrefix(path.Clean("/"+rel), "/"))
 }
 
-// Discover lists the cgroups directly under root (and, for entries with a
-// deeper glob such as "batch/*", the matching deeper ones) and turns each into
-// a Pod. selfCgroup (absolute, may be "") is evictd's own memory cgroup: the
+// Discover lists the cgroups directly under root and turns each into a Pod. selfCgroup (absolute, may be "") is evictd's own memory cgroup: the
 // workload holding it is made critical so it is never evicted.
 func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 	if f == nil {
@@ -332,7 +333,7 @@ func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 	}
 	var unknown []string
 	for rel := range rels {
-		if !claimed[rel] && !coveredByDeeper(rel, claimed) {
+		if !claimed[rel] {
 			unknown = append(unknown, rel)
 		}
 	}
@@ -341,17 +342,6 @@ func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 		out = append(out, build(podName(rel), rel, root, nil, selfCgroup))
 	}
 	return out, nil
-}
-
-// coveredByDeeper: a top-level cgroup whose descendants are described
-// ("batch/*") is a grouping directory, not a workload of its own.
-func coveredByDeeper(rel string, claimed map[string]bool) bool {
-	for c := range claimed {
-		if strings.HasPrefix(c, rel+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // podName turns a cgroup name into a valid pod name.

@@ -38,6 +38,7 @@ func TestParseErrors(t *testing.T) {
 		{"workloads: [{cgroup: a}]", "w.yaml: workloads[0].name: required"},
 		{"workloads: [{name: A_b, cgroup: a}]", `w.yaml: workloads[0].name: "A_b": must be lower-case`},
 		{"workloads: [{name: a, cgroup: ../x}]", `w.yaml: workloads[0].cgroup: "../x": must name a cgroup below`},
+		{"workloads: [{name: a, cgroup: a/b}]", `w.yaml: workloads[0].cgroup: "a/b": must name a cgroup directly under`},
 		{"workloads: [{name: a, cgroup: 'x['}]", `w.yaml: workloads[0].cgroup: "x[": bad glob`},
 		{"workloads: [{name: a, cgroup: a, requests: {memory: 12x}}]", `w.yaml: workloads[0].requests.memory: "12x": quantities must match`},
 		{"workloads: [{name: a, cgroup: a, requests: {gpu: 1}}]", `w.yaml: workloads[0].requests.gpu: unknown resource`},

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/workload"
+	"github.com/evictd/evictd/internal/workload/hog"
+	"github.com/evictd/evictd/internal/workload/sandbox"
+	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) {
+	hog.MaybeRun()
+	os.Exit(m.Run())
+}
+
+// The whole host wiring on a real kernel (v1 here, v2 in the VM): a hog
+// ramping in a 256Mi sandbox crosses the hard threshold; a kernel wake-up
+// (v1 memcg eventfd, v2 fast poll or memory.events) runs the loop long
+// before the 10 s timer, the hog is killed, the workload that stays under
+// its request is left alone, and the kernel OOM killer never fires.
+func TestHostEvictsOnWakeup(t *testing.T) {
+	mode := sandboxtest.NeedRoot(t)
+	sb := sandboxtest.New(t, 256<<20)
+	keeper, err := sb.Child("keeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak, err := sb.Child("leak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := workload.Parse([]byte("workloads:\n- name: keeper\n  cgroup: keeper\n  requests: {memory: 64Mi}\n  priority: 100\n"), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "64Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	recs := make(chan Record, 100)
+	h, err := NewHost(HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
+		MemcgNotification: Auto, PSI: Off, MemoryEvents: Auto, FastPoll: Auto, GoneTimeout: 5 * time.Second,
+		OnRecord: func(r Record) { recs <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.StartHog(t, "alloc 32Mi; hold", keeper)
+	h2 := sandboxtest.StartHog(t, "sleep 1500ms; ramp 240Mi 64Mi; hold", leak)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	var evict *Record
+	for evict == nil {
+		select {
+		case r := <-recs:
+			if len(r.Decision.Evictions) > 0 {
+				evict = &r
+			}
+		case <-ctx.Done():
+			t.Fatalf("no eviction within 30 s; logs:\n%s", logs.String())
+		}
+	}
+	cancel()
+	<-done
+	if got := evict.Decision.Evictions[0].Pod.Name; got != "leak" {
+		t.Fatalf("evicted %s, want leak", got)
+	}
+	if evict.Trigger.Reason != "wake" {
+		t.Fatalf("eviction ran on %+v, want a kernel wake-up", evict.Trigger)
+	}
+	if mode == sandbox.V1 && !strings.HasPrefix(evict.Trigger.Source, "memcg-threshold") {
+		t.Fatalf("v1 wake-up from %q, want the memcg threshold eventfd", evict.Trigger.Source)
+	}
+	select {
+	case <-h2.Done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the evicted hog is still running")
+	}
+	if k, _ := sb.OOMKills(sb.Parent); k != 0 {
+		t.Fatalf("kernel OOM kills: %d", k)
+	}
+	t.Logf("evicted on %s %s, %.1f ms from wake-up to decision", evict.Trigger.Reason, evict.Trigger.Source,
+		float64(evict.TriggerToDecision.Microseconds())/1000)
+}
