@@ -179,7 +179,7 @@ func mountsFrom(t *testing.T, text string) []host.Mount {
 }
 
 func TestDetectHybridFromThisMachinesMountinfo(t *testing.T) {
-	b, err := os.ReadFile("../host/testdata/mountinfo.hybrid")
+	b, err := os.ReadFile("testdata/mountinfo.hybrid")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +278,21 @@ func FuzzParsePIDs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The VM tier's captured mountinfo (Debian 6.1, pure cgroup v2).
+func TestDetectUnifiedFromVMMountinfo(t *testing.T) {
+	b, err := os.ReadFile("testdata/mountinfo.unified-vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := DetectFromMounts(mountsFrom(t, string(b)), func(string) ([]string, error) {
+		return []string{"cpuset", "cpu", "io", "memory", "hugetlb", "pids", "rdma", "misc"}, nil
+	})
+	if err != nil || h.Mode != Unified {
+		t.Fatalf("%+v %v", h, err)
+	}
+	if root, v, ok := h.Controller("memory"); !ok || v != 2 || root != "/sys/fs/cgroup" {
+		t.Errorf("memory: %s v%d %v", root, v, ok)
+	}
 }

@@ -240,3 +240,62 @@ func TestRealStatV1(t *testing.T) {
 		t.Errorf("missing cgroup: %v, want not-exist", err)
 	}
 }
+
+// TestRealKubepodsTreeV2 is the v2 tier of the Summary and stat: a
+// systemd-driver kubepods tree in a pure cgroup v2 hierarchy with hogs, and a
+// container OOM-killed whose kill survives in the POD's memory.events. It
+// skips on this host (memory on v1) and runs in the VM.
+func TestRealKubepodsTreeV2(t *testing.T) {
+	root := cgrouptest.RequireV2Memory(t)
+	base := cgrouptest.UniqueName(t)
+	podRel := base + "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidA, "-", "_") + ".slice"
+	live := cgrouptest.Mkdirs(t, root, podRel+"/cri-containerd-live.scope")
+	oomed := cgrouptest.Mkdirs(t, root, podRel+"/cri-containerd-oomed.scope")
+	cgrouptest.EnableV2Controllers(t, root, podRel)
+	if err := os.WriteFile(filepath.Join(oomed, "memory.max"), []byte("16M"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(oomed, "memory.swap.max"), []byte("0"), 0)
+	cgrouptest.StartHog(t, 24, live)
+	if err := cgrouptest.RunHogToDeath(t, 48, oomed); err == nil {
+		t.Fatal("a 48 MiB hog exited cleanly under memory.max=16M")
+	}
+	c, err := New(Config{PodsCgroup: base + "/kubepods.slice", KubeletRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, v := c.MemoryRoot(); v != 2 {
+		t.Fatalf("memory on cgroup v%d, want 2", v)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Pods) != 1 || len(s.Pods[0].Containers) != 2 {
+		t.Fatalf("pods %+v", s.Pods)
+	}
+	for _, ct := range s.Pods[0].Containers {
+		dir := filepath.Join(root, podRel, "cri-containerd-"+ct.Name+".scope")
+		cur := cgrouptest.ReadUint(t, filepath.Join(dir, "memory.current"))
+		inactive := cgrouptest.ReadKeyed(t, filepath.Join(dir, "memory.stat"))["inactive_file"]
+		if k := cur - min(cur, inactive); absDiff(*ct.Memory.WorkingSetBytes, k) > 1<<20 {
+			t.Errorf("%s: working set %d, kernel %d", ct.Name, *ct.Memory.WorkingSetBytes, k)
+		}
+	}
+	if s.Pods[0].Memory.PSI == nil {
+		t.Errorf("pod memory PSI missing on v2")
+	}
+	if s.Node.Memory == nil || *s.Node.Memory.UsageBytes == 0 {
+		t.Errorf("node memory from the v2 root's memory.stat: %+v", s.Node.Memory)
+	}
+	stats, err := c.StatWorkloads(uidA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := stats[0].OOM; o == nil || o.Kills < 1 {
+		t.Errorf("pod-level OOM kills %+v: the container's kill must show at the pod", o)
+	}
+	if stats[0].CPU == nil && len(stats[0].Notes) == 0 {
+		t.Errorf("no throttling and no note")
+	}
+}

@@ -3,6 +3,8 @@ package collect
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	v1 "github.com/evictd/evictd/internal/cgroup/v1"
@@ -72,6 +74,9 @@ type CgroupPSI struct {
 // absolute path under the memory controller's mount point is accepted too.
 func (c *Collector) StatCgroup(rel string) (CgroupStat, error) {
 	rel = c.relPath(rel)
+	if st, err := os.Stat(c.memRoot + rel); err != nil || !st.IsDir() {
+		return CgroupStat{}, fmt.Errorf("no cgroup %s in the memory hierarchy at %s: %w", rel, c.memRoot, fs.ErrNotExist)
+	}
 	s := CgroupStat{Cgroup: rel, Version: c.memVersion, Kind: "cgroup"}
 	if err := c.fillStat(&s); err != nil {
 		return s, err

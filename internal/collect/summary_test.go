@@ -50,7 +50,7 @@ func fixtureNode(t *testing.T) Config {
 	mem := filepath.Join(base, "memory")
 	proc := filepath.Join(base, "proc")
 	const gi = 1 << 30
-	meminfo, err := os.ReadFile("../host/testdata/meminfo") // MemTotal 24683656 kB
+	meminfo, err := os.ReadFile("testdata/meminfo") // captured on our machine: MemTotal 24683656 kB
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ func open(t *testing.T, path string) *os.File {
 	return f
 }
 
-const vmProc = "../cgroup/v2/testdata/captured/proc/"
+// vmProc holds copies of files the VM tier captured (../cgroup/v2/testdata/captured/proc):
+// each package carries its own testdata, which is all the VM tier ships.
+const vmProc = "testdata/vm/"
 
 func TestParseMeminfoCaptured(t *testing.T) {
 	// Captured on this machine (24 GiB) and in the VM (512 MiB).

@@ -242,3 +242,69 @@ func RunHogToDeath(t testing.TB, mib int, cgroupDirs ...string) error {
 		return nil
 	}
 }
+
+// EnvInVM is set to "1" by the VM tier (scripts/test-vm.sh) for test binaries
+// it runs in its cgroup v2 kernel.
+const EnvInVM = "EVICTD_TEST_VM"
+
+// RequireV2Memory returns the mount point of a cgroup2 hierarchy that
+// enables the memory controller for its children. On a host without one (ours:
+// memory on v1) it skips with the reason; in the VM tier, which must have it,
+// it fails.
+func RequireV2Memory(t testing.TB) string {
+	t.Helper()
+	fail := func(why string) {
+		t.Helper()
+		if os.Getenv(EnvInVM) == "1" {
+			t.Fatalf("the VM must provide a cgroup v2 hierarchy with the memory controller for children, but: %s", why)
+		}
+		t.Skipf("needs a pure cgroup v2 hierarchy with the memory controller (%s); runs in the VM tier", why)
+	}
+	if os.Geteuid() != 0 {
+		fail("not root")
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		fail(err.Error())
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		for i := 6; i+1 < len(f); i++ {
+			if f[i] == "-" && f[i+1] == "cgroup2" {
+				sc, err := os.ReadFile(filepath.Join(f[4], "cgroup.subtree_control"))
+				if err == nil && strings.Contains(" "+strings.TrimSpace(string(sc))+" ", " memory ") {
+					if _, err := os.Stat(filepath.Join(f[4], "memory.stat")); err == nil {
+						return f[4]
+					}
+				}
+			}
+		}
+	}
+	fail("no cgroup2 mount enables memory for its children")
+	return ""
+}
+
+// EnableV2Controllers writes "+memory +pids +cpu +io" (those available) to
+// cgroup.subtree_control of root/rel and each directory between, so that a
+// leaf created below gets those controllers' files.
+func EnableV2Controllers(t testing.TB, root, rel string) {
+	t.Helper()
+	p := root
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	for _, part := range parts {
+		p = filepath.Join(p, part)
+		avail, err := os.ReadFile(filepath.Join(p, "cgroup.controllers"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var en []string
+		for _, c := range strings.Fields(string(avail)) {
+			if c == "memory" || c == "pids" || c == "cpu" || c == "io" {
+				en = append(en, "+"+c)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte(strings.Join(en, " ")), 0); err != nil {
+			t.Fatalf("enabling %v in %s: %v", en, p, err)
+		}
+	}
+}

@@ -188,7 +188,7 @@ func TestHandWrittenAndMalformed(t *testing.T) {
 // skips here and runs in the VM (EVICTD_TEST_VM=1), where a missing feature
 // fails.
 func TestRealV2MemoryCgroup(t *testing.T) {
-	root := requireV2Memory(t)
+	root := cgrouptest.RequireV2Memory(t)
 	dir := cgrouptest.Mkdirs(t, root, cgrouptest.UniqueName(t))
 	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte("128M"), 0); err != nil {
 		t.Fatal(err)
@@ -230,33 +230,6 @@ func TestRealV2MemoryCgroup(t *testing.T) {
 	if ev, err := ReadMemoryEvents(oom); err != nil || ev.OOMKill < 1 {
 		t.Errorf("memory.events after an OOM kill: %+v %v", ev, err)
 	}
-}
-
-// requireV2Memory returns the cgroup2 root that enables the memory
-// controller for its children; it skips on a host without one and fails in
-// the VM tier, which must have it.
-func requireV2Memory(t *testing.T) string {
-	t.Helper()
-	inVM := os.Getenv("EVICTD_TEST_VM") == "1"
-	h, err := cgroup.Detect("/proc")
-	ok := err == nil && os.Geteuid() == 0
-	var root string
-	if ok {
-		var v int
-		root, v, ok = h.Controller("memory")
-		ok = ok && v == 2
-	}
-	if ok {
-		sc, err := ReadCgroupSubtreeControl(root)
-		ok = err == nil && strings.Contains(" "+strings.Join(sc, " ")+" ", " memory ")
-	}
-	if !ok {
-		if inVM {
-			t.Fatalf("the VM must provide a cgroup v2 hierarchy with the memory controller enabled for children (detect: %+v, %v)", h, err)
-		}
-		t.Skip("needs a pure cgroup v2 hierarchy with the memory controller (root); runs in the VM tier")
-	}
-	return root
 }
 
 func FuzzParseMemoryStat(f *testing.F) {
