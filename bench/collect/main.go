@@ -19,6 +19,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +37,7 @@ import (
 	occgroups "github.com/opencontainers/cgroups"
 	ocfs "github.com/opencontainers/cgroups/fs"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	v1 "github.com/evictd/evictd/internal/cgroup/v1"
 	"github.com/evictd/evictd/internal/collect"
 )
@@ -173,6 +175,33 @@ func main() {
 			})
 		}
 	}
+	// Where a Summary's time goes: each file it reads, over the same tree
+	// (cpuacct.usage from the cpuacct mirror).
+	type fileCost struct {
+		name string
+		ns   float64
+	}
+	var files []fileCost
+	for _, f := range []string{"memory.usage_in_bytes", "memory.stat", "memory.limit_in_bytes", "cgroup.procs", "cpuacct.usage"} {
+		ds := dirs
+		if f == "cpuacct.usage" {
+			ds = make([]string, len(dirs))
+			for i, d := range dirs {
+				ds[i] = strings.Replace(d, memRoot, cpuacctRoot, 1)
+			}
+		}
+		res := testing.Benchmark(func(b *testing.B) {
+			for b.Loop() {
+				for _, d := range ds {
+					if _, err := cgroup.ReadFile(d, f, "", rawBytes); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+		files = append(files, fileCost{f, float64(res.NsPerOp()) / float64(len(ds))})
+	}
+
 	// CPU time per Summary (user + system, all threads), which shared-machine
 	// load inflates less than wall time.
 	var ru0, ru1 syscall.Rusage
@@ -204,6 +233,10 @@ func main() {
 	fmt.Fprintf(tw, "opencontainers/cgroups v1 MemoryGroup.GetStats\tcgroup\t%.1f µs\t%.1f\t%.0f\t\n", c.ns/1e3, c.allocs, c.bytes)
 	fmt.Fprintf(tw, "evictd Summary, %d pods × %d containers\tSummary\t%.2f ms\t%.0f\t%.0f\t\n", pods, containersPer, s.ns/1e6, s.allocs, s.bytes)
 	tw.Flush()
+	fmt.Println("\nopen + read + close of one file, per cgroup (no parsing):")
+	for _, f := range files {
+		fmt.Printf("  %-24s %6.1f µs\n", f.name, f.ns/1e3)
+	}
 	fmt.Printf("\nratio: opencontainers/cgroups / evictd = %.1f× per cgroup (target ≥ 4×)\n", c.ns/o.ns)
 	fmt.Printf("Summary: %.2f ms wall, %.2f ms CPU (user+sys, all threads) for %d pods × %d containers (target < 20 ms)\n",
 		s.ns/1e6, float64(cpuPerSummary.Microseconds())/1e3, pods, containersPer)
@@ -296,6 +329,11 @@ func (t *tree) cleanup() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+func rawBytes(r io.Reader) (int, error) {
+	b, err := cgroup.Bytes(r)
+	return len(b), err
 }
 
 func loadavg() string {
