@@ -33,7 +33,8 @@ func guestMain() {
 	ctl, code := runGuest()
 	if ctl != nil {
 		ran := time.Since(start).Seconds()
-		fmt.Fprintf(ctl, "%s %.3f %.3f\n", ctlTimes, uptimeSeconds()-ran, ran)
+		now := float64(time.Now().UnixNano()) / 1e9
+		fmt.Fprintf(ctl, "%s %.3f %.3f %.3f %s\n", ctlTimes, uptimeSeconds()-ran, ran, now, clocksource())
 		sendOutputs(ctl)
 		fmt.Fprintf(ctl, "%s %d\n", ctlExit, code)
 		fmt.Fprintf(ctl, "%s\n", ctlEnd)
@@ -248,6 +249,17 @@ func sendOutputs(ctl io.Writer) {
 		ctl.Write(b)
 		return nil
 	})
+}
+
+// clocksource names the kernel's clock source (tsc, hpet, ...), reported to
+// the host with the times so that a guest clock that ran at the wrong speed
+// can be explained.
+func clocksource() string {
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // uptimeSeconds is the guest's time since boot, 0 if unknown.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +36,9 @@ const (
 	defaultVMTimeout = 10 * time.Minute
 	// consoleTailLines of the kernel console are shown when a VM fails.
 	consoleTailLines = 40
+	// maxClockSkew between the guest's and the host's wall clock at the end
+	// before vmexec warns: the RTC gives the guest whole seconds at boot.
+	maxClockSkew = 3 * time.Second
 )
 
 // passEnv lists host environment variables (or prefixes ending in "_") given
@@ -188,14 +192,27 @@ func runHost(testBin string, testArgs []string) (int, error) {
 	waitErr := cmd.Wait()
 	stopTail()
 	ended := time.Now()
+	skew := 0.0
 
 	ctl, parseErr := readControl(controlLog)
+	if ctl.guestClock > 0 {
+		skew = ctl.guestClock - float64(ended.UnixNano())/1e9
+		if math.Abs(skew) > maxClockSkew.Seconds() {
+			fmt.Fprintf(os.Stderr, "vmexec: warning: the guest clock (%s) ended %.1fs away from the host's after %s: "+
+				"time inside the VM ran at the wrong speed, so the test's own time limits were off too\n",
+				ctl.clocksource, skew, ended.Sub(packed).Round(time.Second))
+		}
+	}
 	if ctl.haveExit && len(ctl.files) > 0 {
 		if err := writeOutputs(ctl.files); err != nil {
 			return exitHarness, err
 		}
 	}
-	recordStats(testBin, packed.Sub(started), ended.Sub(packed), ctl)
+	var qemuCPU time.Duration // user+system: what the VM cost, whatever the machine's load
+	if cmd.ProcessState != nil {
+		qemuCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	recordStats(testBin, packed.Sub(started), ended.Sub(packed), qemuCPU, skew, ctl)
 
 	switch {
 	case stoppedBy != nil:
@@ -357,7 +374,12 @@ type control struct {
 	errMsg   string
 	boot     float64 // guest uptime when /init started, seconds
 	ran      float64 // /init start to end, seconds
-	files    []outFile
+	// guestClock is the guest's wall clock (Unix seconds) when it reported;
+	// the kernel set it from the emulated RTC at boot, so a large difference
+	// from the host's clock means the guest clock ran at the wrong speed.
+	guestClock  float64
+	clocksource string
+	files       []outFile
 }
 
 // readControl parses the control port's log. Bytes from the guest may be
@@ -393,7 +415,7 @@ func readControl(path string) (control, error) {
 		case ctlError:
 			c.errMsg = rest
 		case ctlTimes:
-			fmt.Sscanf(rest, "%g %g", &c.boot, &c.ran)
+			fmt.Sscanf(rest, "%g %g %g %s", &c.boot, &c.ran, &c.guestClock, &c.clocksource)
 		case ctlFile:
 			sizeStr, name, _ := strings.Cut(rest, " ")
 			size, err := strconv.Atoi(sizeStr)
@@ -436,9 +458,9 @@ func writeOutputs(files []outFile) error {
 	return nil
 }
 
-// recordStats appends "<binary> pack=<s> vm=<s> boot=<s> run=<s>" to
+// recordStats appends "<binary> pack=<s> vm=<s> boot=<s> run=<s> cpu=<s>" to
 // $EVICTD_VM_STATS, for the tier's timing table.
-func recordStats(testBin string, pack, vm time.Duration, c control) {
+func recordStats(testBin string, pack, vm, cpu time.Duration, skew float64, c control) {
 	path := os.Getenv("EVICTD_VM_STATS")
 	if path == "" {
 		return
@@ -448,8 +470,8 @@ func recordStats(testBin string, pack, vm time.Duration, c control) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s pack=%.2f vm=%.2f boot=%.2f run=%.2f\n",
-		filepath.Base(testBin), pack.Seconds(), vm.Seconds(), c.boot, c.ran)
+	fmt.Fprintf(f, "%s pack=%.2f vm=%.2f boot=%.2f run=%.2f cpu=%.2f skew=%.1f clock=%s\n",
+		filepath.Base(testBin), pack.Seconds(), vm.Seconds(), c.boot, c.ran, cpu.Seconds(), skew, c.clocksource)
 }
 
 // showConsole prints qemu's own messages and the kernel console's last lines.

@@ -18,7 +18,7 @@ func writeControl(t *testing.T, content string) string {
 }
 
 func TestReadControl(t *testing.T) {
-	p := writeControl(t, "EVICTD-VM-TIMES 2.500 1.250\n"+
+	p := writeControl(t, "EVICTD-VM-TIMES 2.500 1.250 1795969243.250 tsc\n"+
 		"EVICTD-VM-FILE 5 a/b.txt\nhello"+
 		"EVICTD-VM-FILE 0 empty\n"+
 		"EVICTD-VM-FILE 3 nl\n\n\n\n"+
@@ -27,7 +27,7 @@ func TestReadControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.haveExit || c.exit != 1 || c.boot != 2.5 || c.ran != 1.25 || c.errMsg != "" {
+	if !c.haveExit || c.exit != 1 || c.boot != 2.5 || c.ran != 1.25 || c.guestClock != 1795969243.25 || c.clocksource != "tsc" || c.errMsg != "" {
 		t.Errorf("got %+v", c)
 	}
 	want := []outFile{{"a/b.txt", []byte("hello")}, {"empty", []byte{}}, {"nl", []byte("\n\n\n")}}

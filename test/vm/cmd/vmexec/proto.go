@@ -20,7 +20,7 @@ const (
 	// that ends without it has crashed, hung or been killed.
 	ctlExit  = "EVICTD-VM-EXIT"  // EVICTD-VM-EXIT <code>
 	ctlError = "EVICTD-VM-ERROR" // EVICTD-VM-ERROR <message>: /init could not run the test
-	ctlTimes = "EVICTD-VM-TIMES" // EVICTD-VM-TIMES <uptime at /init start, s> <test run, s>
+	ctlTimes = "EVICTD-VM-TIMES" // EVICTD-VM-TIMES <uptime at /init start, s> <test run, s> <guest wall clock, Unix s> <clock source>
 	ctlFile  = "EVICTD-VM-FILE"  // EVICTD-VM-FILE <size> <relative path>, then <size> bytes
 	ctlEnd   = "EVICTD-VM-END"   // nothing follows
 
