@@ -296,3 +296,30 @@ func TestDetectUnifiedFromVMMountinfo(t *testing.T) {
 		t.Errorf("memory: %s v%d %v", root, v, ok)
 	}
 }
+
+func FuzzParseSingle(f *testing.F) {
+	for _, s := range []string{"123\n", "max\n", "-1\n", "9223372036854771712\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseSingle(&Content{b: b}, ParseLimit)
+		if err != nil && v != 0 {
+			t.Fatalf("value %d with error %v", v, err)
+		}
+	})
+}
+
+func FuzzParseControllerList(f *testing.F) {
+	f.Add([]byte("cpuset cpu io memory hugetlb pids rdma misc\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := ParseControllerList(&Content{b: b})
+		if err == nil {
+			for _, c := range cs {
+				if c == "" {
+					t.Fatal("empty controller name")
+				}
+			}
+		}
+	})
+}

@@ -128,3 +128,18 @@ func TestDiscoverPlainAndNoPods(t *testing.T) {
 		t.Errorf("got %+v %v", got, err)
 	}
 }
+
+func FuzzParseCgroupNames(f *testing.F) {
+	for _, s := range []string{"pod" + uidA, "kubepods-burstable-pod6f3c1a2b_1111_4c2d_9e8f_0123456789ab.slice",
+		"cri-containerd-abc.scope", "crio-conmon-x.scope", "docker-.scope", "kubepods-pod.slice"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		if uid, ok := parsePodCgroupName(n); ok && !validUID(uid) {
+			t.Fatalf("%q: invalid uid %q accepted", n, uid)
+		}
+		if id, rt, ok := parseContainerCgroupName(n); ok && id == "" || !ok && (id != "" || rt != "") {
+			t.Fatalf("%q: id %q runtime %q ok %v", n, id, rt, ok)
+		}
+	})
+}

@@ -172,3 +172,13 @@ func FuzzParseMountinfo(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseMountinfo(strings.NewReader(string(b))) })
 }
+
+func FuzzParseLoadavg(f *testing.F) {
+	f.Add([]byte("0.16 0.18 0.09 2/98 7230\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := parseLoadavg(strings.NewReader(string(b)))
+		if err == nil && (l.Load1 < 0 || l.Load1 != l.Load1) {
+			t.Fatalf("load %v", l.Load1)
+		}
+	})
+}
