@@ -194,6 +194,12 @@ func TestRules(t *testing.T) {
 		}), ConfigFile: "c.yaml"},
 			[]want{{"hard-memory-not-covered-by-reservation", SeverityWarning, "systemReserved.memory",
 				"systemReserved + kubeReserved memory (456Mi) does not cover the hard threshold memory.available<500Mi"}}},
+		{"only kubeReserved, below the threshold", Input{Config: with(func(k *kcfg) {
+			k.EvictionHard["memory.available"] = "500Mi"
+			k.EvictionSoft["memory.available"] = "1Gi"
+			k.KubeReserved = map[string]string{"memory": "500Mi"}
+		}), ConfigFile: "c.yaml"},
+			[]want{{"hard-memory-not-covered-by-reservation", SeverityWarning, "kubeReserved.memory", ""}}},
 		{"reservation covers hard threshold", Input{Config: with(func(k *kcfg) {
 			k.EvictionHard["memory.available"] = "500Mi"
 			k.EvictionSoft["memory.available"] = "1Gi"

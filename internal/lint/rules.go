@@ -532,7 +532,11 @@ func ruleReservation(in *Input) []Finding {
 	if reserved.Cmp(h) > 0 {
 		return nil
 	}
-	return []Finding{{Severity: SeverityWarning, Field: "systemReserved.memory", Value: sys,
+	field, value := "systemReserved.memory", sys
+	if !sysOK {
+		field, value = "kubeReserved.memory", kube
+	}
+	return []Finding{{Severity: SeverityWarning, Field: field, Value: value,
 		Message: fmt.Sprintf("systemReserved + kubeReserved memory (%s) does not cover the hard threshold memory.available<%s", reserved.String(), hard),
 		Why: "pods may burst up to the kubepods limit, capacity − reserved; then memory.available is reserved − daemons' use, below the threshold " +
 			"before system daemons use anything: evictions start while the daemons are still inside their reservation",
