@@ -62,6 +62,7 @@ func main() {
 	}
 	rounds := flag.Int("rounds", 3, "alternating rounds per measurement; the table shows the median")
 	benchtime := flag.Duration("benchtime", time.Second, "minimum time per measurement")
+	parallelism := flag.Int("parallelism", 0, "collect.Config.Parallelism for the Summary (0: its default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of 50 Summaries to this file and stop")
 	flag.Parse()
 	testing.Init()
@@ -126,7 +127,7 @@ func main() {
 			}
 		}
 	}
-	col, err := collect.New(collect.Config{PodsCgroup: "/" + base + "/kubepods", KubeletRoot: os.TempDir(), PodLogsRoot: os.TempDir()})
+	col, err := collect.New(collect.Config{PodsCgroup: "/" + base + "/kubepods", KubeletRoot: os.TempDir(), PodLogsRoot: os.TempDir(), Parallelism: *parallelism})
 	if err != nil {
 		fail(err.Error())
 	}
