@@ -56,6 +56,7 @@ func main() {
 	trials := flag.Int("trials", 50, "trials per variant (the issue asks for at least 50)")
 	only := flag.String("variants", "wakeup,poll", "comma-separated: wakeup (kernel wake-ups), poll (kubelet-like 10 s timer only)")
 	par := flag.Int("poll-parallel", 10, "poll trials run side by side (each waits up to 10 s for its tick)")
+	oomMode := flag.Bool("oom", false, "OOM avoidance instead: hogs ramp past the sandbox limit at 100Mi/s, 500Mi/s and 2Gi/s with 256Mi of headroom; count the trials the kernel OOM killer wins")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "latency: needs root (it creates cgroups)")
@@ -82,6 +83,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "latency: unknown variant %q\n", v)
 			os.Exit(2)
 		}
+	}
+	if *oomMode {
+		runOOM(exe, mode, vs, *trials)
+		return
 	}
 	fmt.Printf("detection latency on cgroup %s: threshold crossing → decision → workload gone, %d trials each\n", mode, *trials)
 	type row struct {
@@ -162,18 +167,26 @@ func ms(d time.Duration) string {
 }
 
 func trial(exe string, mode sandbox.Mode, wakeups bool, phase time.Duration, i int) (sample, error) {
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-bench-latency-%d-%d", os.Getpid(), i), limit)
+	s, _, err := run(exe, wakeups, phase, i, limit, threshold, hogRamp, crossAt)
+	return s, err
+}
+
+// run is one trial: a sandbox of limitBytes, a hard threshold thr, a hog
+// with the script ramp after phase. oomFirst reports that the kernel OOM
+// killer fired before any eviction.
+func run(exe string, wakeups bool, phase time.Duration, i int, limitBytes int64, thr, ramp string, cross int64) (s sample, oomFirst bool, err error) {
+	sb, err := sandbox.New(fmt.Sprintf("/evictd-bench-latency-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)), limitBytes)
 	if err != nil {
-		return sample{}, err
+		return sample{}, false, err
 	}
 	defer sb.Close()
 	c, err := sb.Child("hog")
 	if err != nil {
-		return sample{}, err
+		return sample{}, false, err
 	}
-	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": threshold}})
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": thr}})
 	if err != nil {
-		return sample{}, err
+		return sample{}, false, err
 	}
 	tri := agent.Off
 	if wakeups {
@@ -193,44 +206,132 @@ func trial(exe string, mode sandbox.Mode, wakeups bool, phase time.Duration, i i
 			}
 		}})
 	if err != nil {
-		return sample{}, err
+		return sample{}, false, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	go h.Run(ctx)
-	cmd := hog.Command(exe, fmt.Sprintf("sleep %s; %s", phase, hogRamp), c.Dirs()...)
+	agentDone := make(chan struct{})
+	go func() { h.Run(ctx); close(agentDone) }()
+	defer func() { cancel(); <-agentDone }()
+	cmd := hog.Command(exe, fmt.Sprintf("sleep %s; %s", phase, ramp), c.Dirs()...)
 	if err := cmd.Start(); err != nil {
-		return sample{}, err
+		return sample{}, false, err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	hogDone := make(chan struct{})
+	go func() { cmd.Wait(); close(hogDone) }()
+	defer func() { cmd.Process.Kill(); <-hogDone }()
 	crossed := make(chan time.Time, 1)
-	go watch(ctx, sb, crossed)
-	var cross time.Time
+	go watch(ctx, sb, cross, crossed)
+	var crossT time.Time
 	select {
-	case cross = <-crossed:
+	case crossT = <-crossed:
+	case <-hogDone:
+		return sample{}, true, nil // died before the watcher saw the crossing
 	case <-ctx.Done():
-		return sample{}, fmt.Errorf("the hog never crossed the threshold")
+		return sample{}, false, fmt.Errorf("the hog never crossed the threshold")
 	}
-	select {
-	case r := <-recs:
-		s := sample{detect: r.Time.Sub(cross), trigger: r.Trigger.Reason + " " + r.Trigger.Source}
-		for _, a := range r.Actions {
-			if a.Result != nil {
-				s.gone = r.Time.Add(a.Result.Took).Sub(cross)
+	for {
+		select {
+		case r := <-recs:
+			s := sample{detect: r.Time.Sub(crossT), trigger: r.Trigger.Reason + " " + r.Trigger.Source}
+			for _, a := range r.Actions {
+				if a.Result != nil {
+					s.gone = r.Time.Add(a.Result.Took).Sub(crossT)
+				}
 			}
+			if s.detect < 0 {
+				s.detect = 0 // decided within the watcher's resolution
+			}
+			k, _ := sb.OOMKills(sb.Parent)
+			k2, _ := sb.OOMKills(c)
+			return s, k+k2 > 0, nil
+		case <-hogDone:
+			// The hog died without an eviction record: the kernel OOM
+			// killer (or a crash) got there first.
+			select {
+			case r := <-recs:
+				recs <- r
+				continue
+			case <-time.After(50 * time.Millisecond):
+			}
+			k, _ := sb.OOMKills(sb.Parent)
+			k2, _ := sb.OOMKills(c)
+			if k+k2 == 0 {
+				return sample{}, false, fmt.Errorf("the hog exited by itself")
+			}
+			return sample{}, true, nil
+		case <-ctx.Done():
+			return sample{}, false, fmt.Errorf("no eviction within 30 s: %s", logs.String())
 		}
-		if s.detect < 0 {
-			s.detect = 0 // decided within the watcher's resolution
-		}
-		return s, nil
-	case <-ctx.Done():
-		return sample{}, fmt.Errorf("no eviction within 30 s: %s", logs.String())
 	}
 }
 
+// runOOM is the OOM-avoidance table: for each variant and ramp rate, the
+// share of trials in which the kernel OOM killer fired before evictd evicted.
+func runOOM(exe string, mode sandbox.Mode, vs []variant, trials int) {
+	const (
+		oomLimit = 512 << 20
+		headroom = "256Mi" // hard threshold: 256Mi available
+		oomCross = 256 << 20
+	)
+	rates := []string{"100Mi", "500Mi", "2Gi"}
+	fmt.Printf("OOM avoidance on cgroup %s: a %s sandbox, hard threshold at %s available, a hog ramping to 768Mi (past the limit); %d trials per cell\n",
+		mode, q(oomLimit), headroom, trials)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "variant\t")
+	for _, r := range rates {
+		fmt.Fprintf(tw, "OOM first @%s/s\t", r)
+	}
+	fmt.Fprintln(tw)
+	for _, v := range vs {
+		fmt.Fprintf(tw, "%s\t", v.name)
+		for _, rate := range rates {
+			var mu sync.Mutex
+			var oom, ok, failed int
+			sem := make(chan struct{}, v.parallel)
+			var wg sync.WaitGroup
+			for i := 0; i < trials; i++ {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func(i int) {
+					defer wg.Done()
+					defer func() { <-sem }()
+					phase := v.phase
+					if !v.wakeups {
+						phase = 300*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Second)))
+					}
+					_, first, err := run(exe, v.wakeups, phase, i, oomLimit, headroom, "ramp 768Mi "+rate+"; hold", oomCross)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						failed++
+						fmt.Fprintf(os.Stderr, "  %s @%s/s trial %d: %v\n", v.name, rate, i, err)
+					case first:
+						oom++
+					default:
+						ok++
+					}
+				}(i)
+			}
+			wg.Wait()
+			cell := fmt.Sprintf("%d/%d (%.0f%%)", oom, oom+ok, 100*float64(oom)/float64(max(1, oom+ok)))
+			if failed > 0 {
+				cell += fmt.Sprintf(" +%d failed", failed)
+			}
+			fmt.Fprintf(tw, "%s\t", cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Println("OOM first = the kernel OOM-killed in the sandbox before evictd's eviction (lower is better; the target is 0 with ≥ 256Mi of headroom).")
+}
+
+func q(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
+
 // watch reads the sandbox's usage every 0.1 ms and reports when it first
 // reaches the crossing point.
-func watch(ctx context.Context, sb *sandbox.Sandbox, crossed chan<- time.Time) {
+func watch(ctx context.Context, sb *sandbox.Sandbox, at int64, crossed chan<- time.Time) {
 	file := filepath.Join(sb.Parent.Memory, "memory.usage_in_bytes")
 	if sb.Mode == sandbox.V2 {
 		file = filepath.Join(sb.Parent.Memory, "memory.current")
@@ -238,7 +339,7 @@ func watch(ctx context.Context, sb *sandbox.Sandbox, crossed chan<- time.Time) {
 	for ctx.Err() == nil {
 		b, err := os.ReadFile(file)
 		if err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v >= crossAt {
+			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v >= at {
 				crossed <- time.Now()
 				return
 			}

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -39,11 +42,29 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 	}
 	out := ws[:0]
 	for _, w := range ws {
-		if pids, err := actuate.ProcsRecursive(w.Cgroup); err == nil && len(pids) > 0 {
+		if populated(w.Cgroup) {
 			out = append(out, w)
 		}
 	}
 	return out, nil
+}
+
+// populated reports whether a cgroup subtree holds a process, as cheaply as
+// the kernel allows: one read of cgroup.procs when the cgroup itself holds
+// one; else v2's cgroup.events "populated" line; else (v1) the descendants.
+func populated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		return true
+	}
+	if ev, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
+		return bytes.Contains(ev, []byte("populated 1"))
+	}
+	pids, err := actuate.ProcsRecursive(dir)
+	return err == nil && len(pids) > 0
 }
 
 // HostEvictor kills a host-mode workload's cgroup.
