@@ -132,3 +132,7 @@ func classifyOpenError(dir, path, minKernel string, err error) error {
 
 // trimSpace is bytes.TrimSpace; kept as a name for readers of the parsers.
 func trimSpace(b []byte) []byte { return bytes.TrimSpace(b) }
+
+// NewContent returns a Content holding b, for parsers fed from memory
+// (benchmarks, fuzzers) that want the same zero-copy path as the readers.
+func NewContent(b []byte) *Content { return &Content{b: b} }

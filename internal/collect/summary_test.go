@@ -20,7 +20,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json from the current output (review the diff!)")
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func write(t *testing.T, path, content string) {
 }
 
 // v1Cgroup writes the files a v1 memory cgroup has that the collector reads.
-func v1Cgroup(t *testing.T, dir string, usage, inactiveFile, rss, pgfault, limit uint64, procs string) {
+func v1Cgroup(t testing.TB, dir string, usage, inactiveFile, rss, pgfault, limit uint64, procs string) {
 	t.Helper()
 	write(t, filepath.Join(dir, "memory.usage_in_bytes"), fmt.Sprintf("%d\n", usage))
 	write(t, filepath.Join(dir, "memory.limit_in_bytes"), fmt.Sprintf("%d\n", limit))
@@ -44,7 +44,7 @@ func v1Cgroup(t *testing.T, dir string, usage, inactiveFile, rss, pgfault, limit
 // fixtureNode builds a node with a cgroupfs kubepods tree on cgroup v1 (files
 // in the format captured in ../cgroup/v1/testdata) and a /proc, and returns a
 // Config pointing at them.
-func fixtureNode(t *testing.T) Config {
+func fixtureNode(t testing.TB) Config {
 	t.Helper()
 	base := t.TempDir()
 	mem := filepath.Join(base, "memory")
@@ -229,5 +229,22 @@ func TestSummaryFailsLoudlyOnBadFiles(t *testing.T) {
 	s, err := c.Summary(context.Background())
 	if err != nil || len(s.Pods) != 1 {
 		t.Fatalf("after removal: %v pods, %v", len(s.Pods), err)
+	}
+}
+
+// BenchmarkSummaryFixtureNode is the Summary builder's user-space cost on
+// the fixture node (files on a normal filesystem, so no cgroup kernel work):
+// what evictd adds on top of the kernel's time generating the files.
+func BenchmarkSummaryFixtureNode(b *testing.B) {
+	cfg := fixtureNode(b)
+	c, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Summary(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
