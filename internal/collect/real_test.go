@@ -229,6 +229,9 @@ func TestRealStatV1(t *testing.T) {
 			}
 		}
 	}
+	if k := stats[0].OOM.Kills; k < 1 {
+		t.Errorf("pod row OOM kills %d: the container's kill must be added on v1", k)
+	}
 	if _, err := c.StatWorkloads("00000000-0000-0000-0000-000000000000"); !errors.Is(err, ErrNoSuchPod) {
 		t.Errorf("unknown pod: %v", err)
 	}

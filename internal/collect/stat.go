@@ -129,6 +129,16 @@ func (c *Collector) StatWorkloads(podUID string) ([]CgroupStat, error) {
 			}
 			s.Containers = append(s.Containers, cs)
 		}
+		if c.memVersion == 1 && s.OOM != nil {
+			// v1 counts a kill only in the victim's own cgroup: add the
+			// current containers' counts so the pod row shows them.
+			for _, cs := range s.Containers {
+				if cs.OOM != nil {
+					s.OOM.Kills += cs.OOM.Kills
+				}
+			}
+			s.OOM.Source = "memory.oom_control oom_kill of the pod cgroup plus its current containers (v1 counts a kill only in the victim's cgroup; a container's count is lost when its cgroup is recreated)"
+		}
 		out = append(out, s)
 	}
 	if podUID != "" && len(out) == 0 {
