@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/host"
 )
@@ -300,5 +302,36 @@ func TestRealKubepodsTreeV2(t *testing.T) {
 	}
 	if stats[0].CPU == nil && len(stats[0].Notes) == 0 {
 		t.Errorf("no throttling and no note")
+	}
+}
+
+// TestRealDedicatedImageFs mounts a 64 MiB tmpfs as the runtime's root: a
+// filesystem on another device becomes the imagefs (and containerfs), while
+// the node fs stays the kubelet root's.
+func TestRealDedicatedImageFs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	cfg := fixtureNode(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m,nr_inodes=1000"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	cfg.ImageFsPath = dir
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := s.Node.Runtime.ImageFs
+	if *img.CapacityBytes != 64<<20 || *img.Inodes != 1000 || *s.Node.Fs.CapacityBytes == 64<<20 {
+		t.Errorf("imagefs %d bytes %d inodes; nodefs %d bytes", *img.CapacityBytes, *img.Inodes, *s.Node.Fs.CapacityBytes)
+	}
+	if s.Node.Runtime.ContainerFs == nil || *s.Node.Runtime.ContainerFs.CapacityBytes != 64<<20 {
+		t.Errorf("containerfs %+v, want the imagefs", s.Node.Runtime.ContainerFs)
 	}
 }
