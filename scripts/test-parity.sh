@@ -74,7 +74,6 @@ if [ -z "$bin" ]; then
 	echo "parity: evictd simulate is not available yet; checking the kubelet oracle and corpus only"
 fi
 # -count=1: the simulate tests exec a binary, which the test cache cannot see.
-(cd "$mod" && go vet -overlay "$build/overlay.json" ./...)
 set +e
 (cd "$mod" && EVICTD_BIN=$bin go test -overlay "$build/overlay.json" -count=1 -v ./...) >"$build/test.log" 2>&1
 rc=$?

@@ -80,9 +80,13 @@ var featureGateMu sync.Mutex
 // Run drives `runs` fresh managers through the scenario and returns the
 // distinct outcomes, sorted by their JSON encoding.
 func Run(s *scenario.Scenario, runs int) (*Result, error) {
+	r, err := NewRunner(s)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]Outcome{}
 	for range runs {
-		out, err := RunOnce(s)
+		out, err := r.run(len(s.Steps), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -92,12 +96,67 @@ func Run(s *scenario.Scenario, runs int) (*Result, error) {
 		}
 		seen[string(b)] = *out
 	}
-	keys := slices.Sorted(maps.Keys(seen))
 	res := &Result{}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(seen)) {
 		res.Outcomes = append(res.Outcomes, seen[k])
 	}
 	return res, nil
+}
+
+// StepOutcomes returns the distinct results the kubelet can produce at step k
+// when the earlier steps evicted what history says (history[j].Evicted for
+// j < k, e.g. evictd's own decisions). Only the evicted pods of the history
+// matter: the manager's state (first-observed times, conditions, thresholds
+// met, last observations) does not depend on which of its possible decisions
+// it made. This judges long random timelines, whose whole-timeline outcome
+// sets are too large to enumerate, one step at a time.
+func StepOutcomes(s *scenario.Scenario, k int, history []StepResult, runs int) ([]StepResult, error) {
+	r, err := NewRunner(s)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]StepResult{}
+	for range runs {
+		out, err := r.run(k+1, history[:k])
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(out.Steps[k])
+		if err != nil {
+			return nil, err
+		}
+		seen[string(b)] = out.Steps[k]
+	}
+	var res []StepResult
+	for _, key := range slices.Sorted(maps.Keys(seen)) {
+		res = append(res, seen[key])
+	}
+	return res, nil
+}
+
+// Runner drives fresh managers through one scenario; the kubelet
+// configuration is decoded once.
+type Runner struct {
+	s  *scenario.Scenario
+	kc *kubeletconfig.KubeletConfiguration
+}
+
+// NewRunner decodes the scenario's kubelet configuration.
+func NewRunner(s *scenario.Scenario) (*Runner, error) {
+	kc, err := KubeletConfig(context.Background(), s.KubeletConfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: kubeletConfig: %w", s.Path, err)
+	}
+	return &Runner{s: s, kc: kc}, nil
+}
+
+// RunOnce drives one fresh manager through the scenario.
+func RunOnce(s *scenario.Scenario) (*Outcome, error) {
+	r, err := NewRunner(s)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(len(s.Steps), nil)
 }
 
 // KubeletConfig decodes the scenario's KubeletConfiguration as the kubelet
@@ -129,17 +188,16 @@ func KubeletConfig(ctx context.Context, raw []byte) (*kubeletconfig.KubeletConfi
 	return kc, nil
 }
 
-// RunOnce drives one fresh manager through the scenario.
-func RunOnce(s *scenario.Scenario) (*Outcome, error) {
+// run drives one fresh manager through the first n steps. With a forced
+// history, the pods evicted in step j < len(forced) are forced[j].Evicted
+// instead of the manager's own choices.
+func (r *Runner) run(n int, forced []StepResult) (*Outcome, error) {
+	s, kc := r.s, r.kc
 	ctx := context.Background()
 	if os.Getenv("PARITY_KLOG") == "" {
 		// The manager logs every decision at Info; 64 runs per scenario
 		// would drown the test output. PARITY_KLOG=1 shows them.
 		ctx = klog.NewContext(ctx, logr.Discard())
-	}
-	kc, err := KubeletConfig(ctx, s.KubeletConfig)
-	if err != nil {
-		return nil, fmt.Errorf("%s: kubeletConfig: %w", s.Path, err)
 	}
 
 	featureGateMu.Lock()
@@ -183,7 +241,7 @@ func RunOnce(s *scenario.Scenario) (*Outcome, error) {
 
 	out := &Outcome{}
 	gone := map[string]bool{}
-	for _, st := range s.Steps {
+	for i, st := range s.Steps[:n] {
 		clock.SetTime(scenario.Start.Add(st.At))
 		stats.current, stats.afterReclaim, stats.reclaimed = st.Summary, st.AfterReclaim, false
 		gc.log = nil
@@ -206,7 +264,11 @@ func RunOnce(s *scenario.Scenario) (*Outcome, error) {
 		sort.Strings(res.NodeConditions)
 		res.Evicted = append(res.Evicted, killed...)
 		res.NodeReclaim = append(res.NodeReclaim, gc.log...)
-		for _, e := range killed {
+		evicted := killed
+		if i < len(forced) {
+			evicted = forced[i].Evicted
+		}
+		for _, e := range evicted {
 			gone[e.Namespace+"/"+e.Name] = true
 		}
 		out.Steps = append(out.Steps, res)
