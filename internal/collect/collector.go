@@ -79,6 +79,14 @@ type Collector struct {
 	// Summary is a tenth of the Summary's cost.
 	startMu               sync.Mutex
 	startsPrev, startsCur map[string]metav1.Time
+	// The previous Summary's CPU time per cgroup, for usageNanoCores (the
+	// rate between two samples, as cAdvisor's CpuInst).
+	cpuPrev, cpuCur map[string]cpuSample
+}
+
+type cpuSample struct {
+	at      time.Time
+	usageNs uint64
 }
 
 // New checks the configuration, detects the hierarchy and the pods cgroup,
@@ -108,7 +116,8 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = min(4, runtime.GOMAXPROCS(0))
 	}
-	c := &Collector{cfg: cfg, startsPrev: map[string]metav1.Time{}, startsCur: map[string]metav1.Time{}}
+	c := &Collector{cfg: cfg, startsPrev: map[string]metav1.Time{}, startsCur: map[string]metav1.Time{},
+		cpuPrev: map[string]cpuSample{}, cpuCur: map[string]cpuSample{}}
 	if cfg.Hierarchy != nil {
 		c.h = *cfg.Hierarchy
 	} else {
@@ -243,6 +252,7 @@ feed:
 	}
 	c.startMu.Lock()
 	c.startsPrev, c.startsCur = c.startsCur, make(map[string]metav1.Time, len(c.startsCur))
+	c.cpuPrev, c.cpuCur = c.cpuCur, make(map[string]cpuSample, len(c.cpuCur))
 	c.startMu.Unlock()
 	for i, p := range pods {
 		if errs[i] != nil {
@@ -392,7 +402,17 @@ func (c *Collector) cpuStats(dir string, now metav1.Time) *statsapi.CPUStats {
 	default:
 		return nil
 	}
-	return &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u64(ns)}
+	cs := &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u64(ns)}
+	c.startMu.Lock()
+	prev, ok := c.cpuPrev[dir]
+	c.cpuCur[dir] = cpuSample{at: now.Time, usageNs: ns}
+	c.startMu.Unlock()
+	// The rate since the previous Summary; none on the first one, or when
+	// the counter went backwards (the cgroup was recreated).
+	if dt := now.Sub(prev.at); ok && dt > 0 && ns >= prev.usageNs {
+		cs.UsageNanoCores = u64(uint64(float64(ns-prev.usageNs) / dt.Seconds()))
+	}
+	return cs
 }
 
 // toPSI converts kernel PSI (totals in µs) to the Summary's PSIStats, whose

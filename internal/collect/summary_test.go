@@ -78,10 +78,18 @@ func fixtureNode(t testing.TB) Config {
 	logs := filepath.Join(base, "logs")
 	write(t, filepath.Join(logs, "default_web_"+uidA, "c1", "0.log"), "hello\n")
 
+	// cpuacct.usage (ns) for the node, the pods cgroup, pod A and c1 only:
+	// the other cgroups read as absent and get no CPU stats.
+	cpu := filepath.Join(base, "cpuacct")
+	for rel, ns := range map[string]string{"": "900000000000", "kubepods": "300000000000",
+		"kubepods/burstable/pod" + uidA: "200000000000", "kubepods/burstable/pod" + uidA + "/c1": "150000000000"} {
+		write(t, filepath.Join(cpu, rel, "cpuacct.usage"), ns+"\n")
+	}
+
 	return Config{
 		NodeName:    "node-a",
 		ProcRoot:    proc,
-		Hierarchy:   &cgroup.Hierarchy{Mode: cgroup.Legacy, V1: map[string]string{"memory": mem}},
+		Hierarchy:   &cgroup.Hierarchy{Mode: cgroup.Legacy, V1: map[string]string{"memory": mem, "cpuacct": cpu}},
 		KubeletRoot: kubelet,
 		PodLogsRoot: logs,
 		ImageFsPath: kubelet,
@@ -205,6 +213,36 @@ func TestSummaryKubeletArithmetic(t *testing.T) {
 	}
 	if r, _ := c.ReadPodsCgroupMemory(); r.Usage != 3*gi || r.InactiveFile != gi/2 || r.WorkingSet != 3*gi-gi/2 {
 		t.Errorf("ReadPodsCgroupMemory %+v", r)
+	}
+}
+
+// usageNanoCores is the rate between two Summaries, on the injected clock.
+func TestSummaryUsageNanoCores(t *testing.T) {
+	cfg := fixtureNode(t)
+	now := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
+	cfg.Clock = func() time.Time { return now }
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Node.CPU == nil || *s.Node.CPU.UsageCoreNanoSeconds != 900e9 || s.Node.CPU.UsageNanoCores != nil {
+		t.Fatalf("first Summary: node cpu %+v (no rate without a previous sample)", s.Node.CPU)
+	}
+	// 10 s later the node used 15 more CPU-seconds: 1.5 cores.
+	now = now.Add(10 * time.Second)
+	write(t, filepath.Join(cfg.Hierarchy.V1["cpuacct"], "cpuacct.usage"), "915000000000\n")
+	if s, err = c.Summary(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Node.CPU.UsageNanoCores; n == nil || *n != 1500000000 {
+		t.Errorf("node usageNanoCores %v, want 1.5e9", n)
+	}
+	if n := s.Pods[0].CPU.UsageNanoCores; n == nil || *n != 0 {
+		t.Errorf("idle pod usageNanoCores %v, want 0", n)
 	}
 }
 
