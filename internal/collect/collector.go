@@ -211,6 +211,7 @@ func (c *Collector) ReadCgroupMemory(rel string, withLimit bool) (CgroupMemory, 
 // node memory would silently disable memory eviction).
 func (c *Collector) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	now := metav1.NewTime(c.cfg.Clock())
+	defer c.rotateSamples()
 	node, err := c.nodeStats(now)
 	if err != nil {
 		return nil, err
@@ -250,10 +251,6 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.startMu.Lock()
-	c.startsPrev, c.startsCur = c.startsCur, make(map[string]metav1.Time, len(c.startsCur))
-	c.cpuPrev, c.cpuCur = c.cpuCur, make(map[string]cpuSample, len(c.cpuCur))
-	c.startMu.Unlock()
 	for i, p := range pods {
 		if errs[i] != nil {
 			if gone(errs[i]) {
@@ -264,6 +261,15 @@ feed:
 		s.Pods = append(s.Pods, *p)
 	}
 	return s, nil
+}
+
+// rotateSamples makes this Summary's remembered start times and CPU samples
+// the previous ones; cgroups not seen again are forgotten a Summary later.
+func (c *Collector) rotateSamples() {
+	c.startMu.Lock()
+	c.startsPrev, c.startsCur = c.startsCur, make(map[string]metav1.Time, len(c.startsCur))
+	c.cpuPrev, c.cpuCur = c.cpuCur, make(map[string]cpuSample, len(c.cpuCur))
+	c.startMu.Unlock()
 }
 
 func gone(err error) bool { return cgroup.IsVanished(err) || errors.Is(err, fs.ErrNotExist) }

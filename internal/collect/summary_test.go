@@ -244,6 +244,32 @@ func TestSummaryUsageNanoCores(t *testing.T) {
 	if n := s.Pods[0].CPU.UsageNanoCores; n == nil || *n != 0 {
 		t.Errorf("idle pod usageNanoCores %v, want 0", n)
 	}
+	// Also on a node without pods.
+	cfg.PodsCgroup, cfg.Hierarchy.V1["memory"] = "", t.TempDir()
+	for _, f := range []string{"memory.usage_in_bytes", "memory.stat"} {
+		b, _ := os.ReadFile(filepath.Join(fixtureMem(t, c), f))
+		write(t, filepath.Join(cfg.Hierarchy.V1["memory"], f), string(b))
+	}
+	c2, err := New(cfg)
+	if err != nil || c2.PodsCgroup() != "" {
+		t.Fatalf("%v %q", err, c2.PodsCgroup())
+	}
+	for i := range 2 {
+		now = now.Add(10 * time.Second)
+		write(t, filepath.Join(cfg.Hierarchy.V1["cpuacct"], "cpuacct.usage"), fmt.Sprintf("%d\n", 915000000000+(i+1)*5000000000))
+		if s, err = c2.Summary(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Node.CPU.UsageNanoCores; n == nil || *n != 500000000 || len(s.Pods) != 0 {
+		t.Errorf("node without pods: usageNanoCores %v, want 0.5e9", n)
+	}
+}
+
+func fixtureMem(t *testing.T, c *Collector) string {
+	t.Helper()
+	r, _ := c.MemoryRoot()
+	return r
 }
 
 func TestSummaryFailsLoudlyOnBadFiles(t *testing.T) {
