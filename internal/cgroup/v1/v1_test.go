@@ -196,3 +196,40 @@ func diff(a, b uint64) uint64 {
 	}
 	return b - a
 }
+
+// TestRealPidsAndCPU reads the pids and cpu controllers' files of real
+// cgroups and compares them with the kernel's files read the plain way.
+func TestRealPidsAndCPU(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	const pidsRoot, cpuRoot = "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu"
+	if _, err := os.Stat(pidsRoot + "/cgroup.procs"); err != nil {
+		t.Skipf("no v1 pids controller at %s", pidsRoot)
+	}
+	name := cgrouptest.UniqueName(t)
+	pids := cgrouptest.Mkdirs(t, pidsRoot, name)
+	if err := os.WriteFile(filepath.Join(pids, "pids.max"), []byte("100"), 0); err != nil {
+		t.Fatal(err)
+	}
+	cgrouptest.StartHog(t, 1, pids)
+	cur, err := ReadPidsCurrent(pids)
+	if err != nil || cur < 1 || cur != cgrouptest.ReadUint(t, filepath.Join(pids, "pids.current")) {
+		t.Errorf("pids.current %d %v", cur, err)
+	}
+	if m, err := ReadPidsMax(pids); err != nil || m != 100 {
+		t.Errorf("pids.max %d %v", m, err)
+	}
+	if _, err := ReadPidsMax(pidsRoot); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("root pids.max: %v, want not-supported (the root has none)", err)
+	}
+	if _, err := os.Stat(cpuRoot + "/cpu.stat"); err != nil {
+		t.Skipf("no v1 cpu controller at %s", cpuRoot)
+	}
+	s, err := ReadCPUStat(cpuRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cgrouptest.ReadKeyed(t, cpuRoot+"/cpu.stat")
+	if len(s.Entries) != len(k) || s.NrPeriods != k["nr_periods"] || s.ThrottledTimeNs != k["throttled_time"] {
+		t.Errorf("cpu.stat %+v, kernel %v", s, k)
+	}
+}
