@@ -230,6 +230,7 @@ func run(exe string, wakeups bool, phase time.Duration, i int, limitBytes int64,
 	case <-ctx.Done():
 		return sample{}, false, fmt.Errorf("the hog never crossed the threshold")
 	}
+	dead := hogDone // nil once seen, so the loop waits for the record only
 	for {
 		select {
 		case r := <-recs:
@@ -245,14 +246,16 @@ func run(exe string, wakeups bool, phase time.Duration, i int, limitBytes int64,
 			k, _ := sb.OOMKills(sb.Parent)
 			k2, _ := sb.OOMKills(c)
 			return s, k+k2 > 0, nil
-		case <-hogDone:
-			// The hog died without an eviction record: the kernel OOM
-			// killer (or a crash) got there first.
+		case <-dead:
+			// The hog died. The eviction record (sent once the kill has
+			// seen the cgroup empty) may still be on its way; without one,
+			// the kernel OOM killer (or a crash) got there first.
+			dead = nil
 			select {
 			case r := <-recs:
 				recs <- r
 				continue
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(2 * time.Second):
 			}
 			k, _ := sb.OOMKills(sb.Parent)
 			k2, _ := sb.OOMKills(c)

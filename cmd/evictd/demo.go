@@ -40,9 +40,9 @@ It needs root (it creates cgroups) and works on cgroup v1 and v2. It takes
 about 20 seconds (60 at most) and removes every cgroup and process it made,
 also on Ctrl-C or when a workload dies by itself.
 
-Example:
-  sudo evictd demo
-  sudo evictd demo -o json | jq .evictions
+Example (as root):
+  evictd demo
+  evictd demo -o json | jq .evictions
 `
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
@@ -64,7 +64,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		narration = stderr
 	}
 	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "evictd demo: needs root to create cgroups (try: sudo evictd demo); telling the same story through the policy engine instead (as evictd simulate does):")
+		fmt.Fprintln(stderr, "evictd demo: needs root to create cgroups (run it as root for the real thing); telling the same story through the policy engine instead (as evictd simulate does):")
 		sum, err := demo.Simulate(narration)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd demo: %v\n", err)

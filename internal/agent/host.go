@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,6 +63,13 @@ func populated(dir string) bool {
 	}
 	if ev, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
 		return bytes.Contains(ev, []byte("populated 1"))
+	}
+	// v1: kernfs counts a directory's subdirectories in its link count, so
+	// a cgroup with 2 links has no children and, with no process of its
+	// own, is empty — one stat instead of a walk.
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil && st.Nlink == 2 {
+		return false
 	}
 	pids, err := actuate.ProcsRecursive(dir)
 	return err == nil && len(pids) > 0
