@@ -480,10 +480,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 	if c.cpuRoot != "" {
 		p.CPU = c.cpuStats(c.cpuRoot+w.Cgroup, now)
 	}
-	procs, err := countProcs(dir)
-	if err != nil {
-		return nil, err
-	}
+	var procs uint64
 	if c.memVersion == 2 {
 		if psi, err := v2.ReadMemoryPressure(dir); err == nil {
 			p.Memory.PSI = toPSI(psi)
@@ -517,14 +514,15 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 		}
 		procs += n
 	}
-	if len(w.Containers) == 0 && w.PodUID == "" {
-		// A plain workload may nest its processes in sub-cgroups of its own.
+	if w.PodUID == "" {
+		// A plain workload has no containers; it may nest its processes in
+		// sub-cgroups of its own.
 		if procs, err = countProcsTree(dir); err != nil {
 			return nil, err
 		}
 	}
-	// The kubelet sums its containers' process counts; the pod cgroup's own
-	// processes (none under a CRI runtime) are added so none is missed.
+	// A pod's count is the sum of its containers' cgroup.procs lines, as the
+	// kubelet sums cAdvisor's per-container ProcessCount.
 	p.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64(procs)}
 	if w.PodUID != "" {
 		c.addEphemeralStorage(p, w, logDirs, now)
