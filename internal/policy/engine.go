@@ -180,7 +180,6 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 		}
 		graceMet = append(graceMet, i)
 	}
-	sort.Ints(graceMet)
 
 	e.conditions = conditions
 	e.firstObserved = firstObserved
@@ -217,11 +216,11 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 		return d
 	}
 
-	// The kubelet orders the grace-satisfied thresholds by a map iteration
-	// and an unstable sort; evictd's fixed rule picks one of its outcomes.
-	sort.SliceStable(actionable, func(a, b int) bool {
-		return decidingLess(e.thresholds[actionable[a]], e.thresholds[actionable[b]], actionable[a], actionable[b])
-	})
+	// The kubelet lists the grace-satisfied thresholds by iterating a Go map
+	// (a random rotation of their insertion order) and sorts them with
+	// byEvictionPriority. evictd takes the insertion order — the kubelet's most
+	// likely iteration order — and applies the kubelet's sort to it.
+	sort.Sort(byEvictionPriority{idx: actionable, th: e.thresholds})
 	ordered := make([]Threshold, len(actionable))
 	for k, i := range actionable {
 		ordered[k] = e.thresholds[i]
@@ -508,19 +507,22 @@ func (e *Engine) status(i int, obs *observations, first, now time.Time) Threshol
 	return st
 }
 
-// decidingLess is evictd's deterministic stand-in for the kubelet's random
-// threshold order: memory signals first (memory.available before
-// allocatableMemory.available), then the other signals in Signals order; hard
-// before soft; then configuration order. Every order it yields is one the
-// kubelet can produce (docs/kubelet-parity.md).
-func decidingLess(a, b Threshold, ia, ib int) bool {
-	if ra, rb := signalRank(a.Signal), signalRank(b.Signal); ra != rb {
-		return ra < rb
-	}
-	if a.Hard() != b.Hard() {
-		return a.Hard()
-	}
-	return ia < ib
+// byEvictionPriority is the kubelet's byEvictionPriority over indices into
+// th: Less(i, j) holds when i is a memory signal, or j has no resource (never
+// here: every valid signal has one). It is not a strict order; with the
+// kubelet's sort.Sort (insertion sort up to 12 elements) it moves the memory
+// thresholds to the front in reverse order and keeps the others in order.
+type byEvictionPriority struct {
+	idx []int
+	th  []Threshold
+}
+
+func (b byEvictionPriority) Len() int      { return len(b.idx) }
+func (b byEvictionPriority) Swap(i, j int) { b.idx[i], b.idx[j] = b.idx[j], b.idx[i] }
+func (b byEvictionPriority) Less(i, j int) bool {
+	si, sj := b.th[b.idx[i]].Signal, b.th[b.idx[j]].Signal
+	_, jHasResource := signalToResource[sj]
+	return si == SignalMemoryAvailable || si == SignalAllocatableMemoryAvailable || !jHasResource
 }
 
 // Admit is the kubelet's admission check under node pressure: no condition →

@@ -93,19 +93,31 @@ func TestSoftThenHardMemoryPressure(t *testing.T) {
 	if !reflect.DeepEqual(ev.Annotations, wantAnn) {
 		t.Errorf("annotations = %v", ev.Annotations)
 	}
-	// hard threshold met: grace 1; the soft one is met too, and the hard one governs (evictd's rule)
+	// hard threshold met while the soft one (grace satisfied) still is: either can
+	// govern in the kubelet; evictd takes the later one in configuration order,
+	// the soft one (the kubelet's most likely choice), so the grace period is 5.
 	t3 := t2.Add(10 * time.Second)
 	d = e.Step(t3, Input{memSummary("500Mi", t3, stats[1]), []*v1.Pod{bu}})
-	if got := evictedNames(d); !reflect.DeepEqual(got, []string{"burstable"}) || d.Evictions[0].GracePeriodSeconds != 1 {
+	if got := evictedNames(d); !reflect.DeepEqual(got, []string{"burstable"}) || d.Evictions[0].GracePeriodSeconds != 5 ||
+		!strings.Contains(d.Evictions[0].Message, "Threshold quantity: 2Gi, available: 500Mi") {
+		t.Fatalf("hard and soft both met: %v %+v", got, d.Evictions)
+	}
+	// relieved, then only the hard one is past its grace period: grace 1
+	t35 := t3.Add(10 * time.Second)
+	e.Step(t35, Input{memSummary("3Gi", t35, stats[1]), []*v1.Pod{bu}})
+	t36 := t35.Add(10 * time.Second)
+	d = e.Step(t36, Input{memSummary("500Mi", t36, stats[1]), []*v1.Pod{bu}})
+	if got := evictedNames(d); !reflect.DeepEqual(got, []string{"burstable"}) || d.Evictions[0].GracePeriodSeconds != 1 ||
+		!strings.Contains(d.Evictions[0].Message, "Threshold quantity: 1Gi, available: 500Mi") {
 		t.Fatalf("hard eviction: %v %+v", got, d.Evictions)
 	}
 	// pressure gone: the condition stays for the transition period
-	t4 := t3.Add(time.Minute)
+	t4 := t36.Add(time.Minute)
 	d = e.Step(t4, Input{memSummary("3Gi", t4), nil})
 	if len(d.NodeConditions) != 1 {
 		t.Fatalf("condition dropped inside the transition period: %v", d.NodeConditions)
 	}
-	t5 := t3.Add(5 * time.Minute)
+	t5 := t36.Add(5 * time.Minute)
 	d = e.Step(t5, Input{memSummary("3Gi", t5), nil})
 	if len(d.NodeConditions) != 0 {
 		t.Fatalf("condition kept after the transition period: %v", d.NodeConditions)

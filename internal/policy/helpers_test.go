@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -442,22 +443,28 @@ func TestThresholdsMet(t *testing.T) {
 	}
 }
 
-func TestDecidingOrder(t *testing.T) {
-	mem := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1Gi")}}
-	memSoft := mem
-	memSoft.GracePeriod = time.Minute
-	alloc := Threshold{Signal: SignalAllocatableMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1Gi")}}
-	node := Threshold{Signal: SignalNodeFsAvailable, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.1}}
-	inodes := Threshold{Signal: SignalImageFsInodesFree, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.1}}
-	pid := Threshold{Signal: SignalPIDAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("100")}}
+func TestSortByEvictionPriority(t *testing.T) {
+	th := func(s Signal) Threshold { return Threshold{Signal: s, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1")}} }
+	list := []Threshold{th(SignalNodeFsAvailable), th(SignalMemoryAvailable), th(SignalPIDAvailable), th(SignalAllocatableMemoryAvailable), th(SignalImageFsInodesFree)}
 	cases := []struct {
-		a, b Threshold
+		in   []int
+		want []Signal
 	}{
-		{mem, node}, {alloc, node}, {mem, alloc}, {mem, memSoft}, {alloc, pid}, {node, inodes}, {inodes, pid},
+		// memory first; several memory signals come out in reverse order of input, the others keep theirs
+		{[]int{0, 1, 2, 3, 4}, []Signal{SignalAllocatableMemoryAvailable, SignalMemoryAvailable, SignalNodeFsAvailable, SignalPIDAvailable, SignalImageFsInodesFree}},
+		{[]int{3, 1}, []Signal{SignalMemoryAvailable, SignalAllocatableMemoryAvailable}},
+		{[]int{4, 2, 0}, []Signal{SignalImageFsInodesFree, SignalPIDAvailable, SignalNodeFsAvailable}},
+		{[]int{2, 1}, []Signal{SignalMemoryAvailable, SignalPIDAvailable}},
 	}
 	for _, tc := range cases {
-		if !decidingLess(tc.a, tc.b, 1, 0) || decidingLess(tc.b, tc.a, 0, 1) {
-			t.Errorf("%s must come before %s", tc.a, tc.b)
+		idx := append([]int(nil), tc.in...)
+		sort.Sort(byEvictionPriority{idx: idx, th: list})
+		var got []Signal
+		for _, i := range idx {
+			got = append(got, list[i].Signal)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("order of %v = %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
