@@ -8,6 +8,7 @@
 #     cpu, io and PSI built in, so the VM needs no modules.
 #   - busybox-static, unpacked the same way into .cache/vm/busybox: the guest's
 #     /bin (sh, sleep, touch, ...) for tests that run ordinary commands.
+#   - the same kernel uncompressed (.cache/vm/vmlinux), when lz4 can unpack it.
 # Prints the path of the kernel image on its last line.
 # Usage: scripts/vm-deps.sh
 set -euo pipefail
@@ -59,6 +60,32 @@ if [ ! -s "$kernel" ]; then
 	rm -rf "$work"
 	trap - EXIT
 	log "kernel cached at $kernel ($(cat "$cache/kernel.package"))"
+fi
+
+# An uncompressed vmlinux boots straight through its PVH entry point, skipping
+# the BIOS and the in-guest decompression: about 20% less CPU per VM under
+# emulation. The Debian image is LZ4-compressed (CONFIG_KERNEL_LZ4); the
+# stream starts at the legacy LZ4 magic 02 21 4c 18. If this ever fails (a
+# different compression), vmexec falls back to vmlinuz.
+vmlinux=$cache/vmlinux
+if [ ! -s "$vmlinux" ] && [ ! -e "$cache/vmlinux.unavailable" ]; then
+	if ! command -v lz4 >/dev/null 2>&1; then
+		apt_update_once
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lz4 >&2
+	fi
+	off=$(grep -aobUP '\x02\x21\x4c\x18' "$kernel" | head -n1 | cut -d: -f1 || true)
+	if [ -n "$off" ]; then
+		# lz4 complains about the bytes after the stream; the ELF check decides.
+		tail -c +$((off + 1)) "$kernel" | lz4 -dc >"$vmlinux.tmp" 2>/dev/null || true
+	fi
+	if [ -s "$vmlinux.tmp" ] && [ "$(head -c 4 "$vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
+		mv "$vmlinux.tmp" "$vmlinux"
+		log "uncompressed kernel cached at $vmlinux"
+	else
+		rm -f "$vmlinux.tmp"
+		touch "$cache/vmlinux.unavailable"
+		log "could not uncompress $kernel (not LZ4?); booting the compressed image"
+	fi
 fi
 
 busybox=$cache/busybox

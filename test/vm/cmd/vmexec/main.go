@@ -20,7 +20,7 @@
 //
 // Environment on the host (all optional):
 //
-//	EVICTD_VM_KERNEL   kernel image (default: vmlinuz beside this binary,
+//	EVICTD_VM_KERNEL   kernel image (default: vmlinux, else vmlinuz, beside this binary,
 //	                   where scripts/test-vm.sh puts it)
 //	EVICTD_VM_QEMU     qemu binary (default qemu-system-x86_64)
 //	EVICTD_VM_MEM      guest memory (default 512M)
