@@ -154,6 +154,7 @@ func ConfigFromKubelet(kc *kubeletconfigv1beta1.KubeletConfiguration) (Config, e
 		enforce = DefaultEnforceNodeAllocatable()
 	}
 	hard := EffectiveEvictionHard(kc)
+	hardKeys := effectiveEvictionHardOrder(kc, hard)
 
 	// Check entry by entry first, so the error names the field.
 	if err := checkStatements("evictionHard", hard); err != nil {
@@ -170,7 +171,7 @@ func ConfigFromKubelet(kc *kubeletconfigv1beta1.KubeletConfiguration) (Config, e
 			return Config{}, &FieldError{Field: "evictionMinimumReclaim." + k, Value: kc.EvictionMinimumReclaim[k], Err: err}
 		}
 	}
-	thresholds, err := ParseThresholdConfig(enforce, hard, kc.EvictionSoft, kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim)
+	thresholds, err := parseThresholdConfig(enforce, hard, hardKeys, kc.EvictionSoft, kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim)
 	if err != nil {
 		// Only a soft threshold without grace period is left to fail here.
 		for _, k := range sortedKeys(kc.EvictionSoft) {
@@ -202,6 +203,29 @@ func EffectiveEvictionHard(kc *kubeletconfigv1beta1.KubeletConfiguration) map[st
 		}
 	}
 	return out
+}
+
+// defaultEvictionHardOrder is the order of the kubelet's DefaultEvictionHard
+// map literal (defaults_linux.go), its most likely iteration order.
+var defaultEvictionHardOrder = []string{"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"}
+
+// effectiveEvictionHardOrder is the kubelet's most likely iteration order of
+// the merged evictionHard map: the user's keys as decoded (sorted, see
+// sortedKeys), then the defaults loadConfigFile inserted, in their literal
+// order; all defaults in literal order when evictionHard was absent.
+func effectiveEvictionHardOrder(kc *kubeletconfigv1beta1.KubeletConfiguration, merged map[string]string) []string {
+	if kc.EvictionHard == nil {
+		return append([]string(nil), defaultEvictionHardOrder...)
+	}
+	keys := sortedKeys(kc.EvictionHard)
+	for _, k := range defaultEvictionHardOrder {
+		if _, user := kc.EvictionHard[k]; !user {
+			if _, ok := merged[k]; ok {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
 }
 
 func checkStatements(field string, m map[string]string) error {

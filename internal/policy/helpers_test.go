@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -148,10 +149,10 @@ func TestParseThresholdConfig(t *testing.T) {
 			grace:      map[string]string{"imagefs.available": "30s", "nodefs.available": "30s"},
 			minReclaim: map[string]string{"imagefs.available": "2Gi", "nodefs.available": "1%"},
 			want: []string{
-				"nodefs.available<10.5% (min-reclaim 1%)",
 				"imagefs.available<150Mi (min-reclaim 2Gi)",
-				"nodefs.available<200Mi (soft, grace 30s) (min-reclaim 1%)",
+				"nodefs.available<10.5% (min-reclaim 1%)",
 				"imagefs.available<300Mi (soft, grace 30s) (min-reclaim 2Gi)",
+				"nodefs.available<200Mi (soft, grace 30s) (min-reclaim 1%)",
 			},
 		},
 		{
@@ -160,10 +161,10 @@ func TestParseThresholdConfig(t *testing.T) {
 			soft:  map[string]string{"imagefs.inodesFree": "300Mi", "nodefs.inodesFree": "200Mi"},
 			grace: map[string]string{"imagefs.inodesFree": "30s", "nodefs.inodesFree": "30s"},
 			want: []string{
-				"nodefs.inodesFree<100Mi",
 				"imagefs.inodesFree<150Mi",
-				"nodefs.inodesFree<200Mi (soft, grace 30s)",
+				"nodefs.inodesFree<100Mi",
 				"imagefs.inodesFree<300Mi (soft, grace 30s)",
+				"nodefs.inodesFree<200Mi (soft, grace 30s)",
 			},
 		},
 		{name: "0% disables a signal", hard: map[string]string{"memory.available": "0%", "nodefs.available": "10%"}, want: []string{"nodefs.available<10%"}},
@@ -243,6 +244,36 @@ func TestAddAllocatableThresholds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConfigFromKubeletOrder(t *testing.T) {
+	yes := true
+	cases := []struct {
+		name string
+		kc   kubeletconfigv1beta1.KubeletConfiguration
+		want []Signal
+	}{
+		{"defaults in the literal order", kubeletconfigv1beta1.KubeletConfiguration{},
+			[]Signal{SignalMemoryAvailable, SignalNodeFsAvailable, SignalNodeFsInodesFree, SignalImageFsAvailable, SignalImageFsInodesFree, SignalAllocatableMemoryAvailable}},
+		{"user keys sorted, then merged defaults", kubeletconfigv1beta1.KubeletConfiguration{
+			EvictionHard: map[string]string{"pid.available": "10%", "imagefs.available": "20%"}, MergeDefaultEvictionSettings: &yes},
+			[]Signal{SignalImageFsAvailable, SignalPIDAvailable, SignalMemoryAvailable, SignalNodeFsAvailable, SignalNodeFsInodesFree, SignalImageFsInodesFree, SignalAllocatableMemoryAvailable}},
+		{"no merge", kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"pid.available": "10%", "imagefs.available": "20%"}},
+			[]Signal{SignalImageFsAvailable, SignalPIDAvailable}},
+	}
+	for _, tc := range cases {
+		cfg, err := ConfigFromKubelet(&tc.kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Signal
+		for _, th := range cfg.Thresholds {
+			got = append(got, th.Signal)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -444,7 +475,9 @@ func TestThresholdsMet(t *testing.T) {
 }
 
 func TestSortByEvictionPriority(t *testing.T) {
-	th := func(s Signal) Threshold { return Threshold{Signal: s, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1")}} }
+	th := func(s Signal) Threshold {
+		return Threshold{Signal: s, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1")}}
+	}
 	list := []Threshold{th(SignalNodeFsAvailable), th(SignalMemoryAvailable), th(SignalPIDAvailable), th(SignalAllocatableMemoryAvailable), th(SignalImageFsInodesFree)}
 	cases := []struct {
 		in   []int

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -209,11 +210,19 @@ const nodeAllocatableEnforcementKey = "pods"
 // ParseThresholdConfig): hard thresholds first, then soft ones, then — when
 // allocatableConfig contains "pods" — an allocatableMemory.available copy of
 // each hard memory.available threshold. "0%" and "100%" silently drop a
-// threshold. Within each group evictd orders by signal (the kubelet iterates a
-// map, so its order is random; nothing downstream depends on it).
+// threshold. Within each group evictd orders by signal name (the kubelet
+// iterates a map; see sortedKeys and docs/kubelet-parity.md for why the order
+// matters when several thresholds are met at once).
 func ParseThresholdConfig(allocatableConfig []string, evictionHard, evictionSoft, evictionSoftGracePeriod, evictionMinimumReclaim map[string]string) ([]Threshold, error) {
+	return parseThresholdConfig(allocatableConfig, evictionHard, sortedKeys(evictionHard), evictionSoft, evictionSoftGracePeriod, evictionMinimumReclaim)
+}
+
+// parseThresholdConfig is ParseThresholdConfig with the hard thresholds in
+// the order of hardKeys (the kubelet's map order differs run to run; see
+// ConfigFromKubelet for the order evictd uses).
+func parseThresholdConfig(allocatableConfig []string, evictionHard map[string]string, hardKeys []string, evictionSoft, evictionSoftGracePeriod, evictionMinimumReclaim map[string]string) ([]Threshold, error) {
 	results := []Threshold{}
-	hard, err := parseThresholdStatements(evictionHard)
+	hard, err := parseThresholdStatementsInOrder(evictionHard, hardKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -268,35 +277,31 @@ func addAllocatableThresholds(thresholds []Threshold) []Threshold {
 	return append(append([]Threshold{}, thresholds...), extra...)
 }
 
-// sortedKeys returns the map's keys in evictd's signal order (unknown signals
-// last, alphabetically) so that the first error reported is deterministic.
+// sortedKeys returns the map's keys in byte order. The kubelet iterates the
+// map, whose order is a random rotation of its insertion order; a config file
+// reaches the kubelet as JSON with sorted keys (YAML is converted through
+// sigs.k8s.io/yaml, which sorts), so sorted order is also the kubelet's most
+// likely order — and it makes the first error reported deterministic.
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	// insertion sort: maps here have at most a handful of keys
-	less := func(a, b string) bool {
-		ra, rb := signalRank(Signal(a)), signalRank(Signal(b))
-		if ra != rb {
-			return ra < rb
-		}
-		return a < b
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
+	sort.Strings(keys)
 	return keys
 }
 
 func parseThresholdStatements(statements map[string]string) ([]Threshold, error) {
+	return parseThresholdStatementsInOrder(statements, sortedKeys(statements))
+}
+
+// parseThresholdStatementsInOrder parses statements in the order of keys.
+func parseThresholdStatementsInOrder(statements map[string]string, keys []string) ([]Threshold, error) {
 	if len(statements) == 0 {
 		return nil, nil
 	}
 	var results []Threshold
-	for _, signal := range sortedKeys(statements) {
+	for _, signal := range keys {
 		t, err := parseThresholdStatement(Signal(signal), statements[signal])
 		if err != nil {
 			return nil, err

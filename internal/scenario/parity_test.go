@@ -17,6 +17,10 @@ var update = flag.Bool("update", false, "rewrite evictd's golden outputs in test
 // scenario's kubelet outcomes next to it as <name>.kubelet.json.
 const scenarioDir = "../../testdata/scenarios"
 
+// ownScenarioDir holds this package's own scenarios (quirks the shared corpus
+// does not cover), with kubelet outcomes from the same oracle.
+const ownScenarioDir = "testdata/scenarios"
+
 // kubeletResult is the content of a <name>.kubelet.json file: every distinct
 // outcome the upstream kubelet produced for the scenario.
 type kubeletResult struct {
@@ -65,12 +69,14 @@ func scenarioFiles(t *testing.T) []string {
 		t.Skipf("%s does not exist (the shared scenario corpus is not checked out)", scenarioDir)
 	}
 	var files []string
-	for _, pat := range []string{"*.yaml", "*.yml"} {
-		m, err := filepath.Glob(filepath.Join(scenarioDir, pat))
-		if err != nil {
-			t.Fatal(err)
+	for _, dir := range []string{scenarioDir, ownScenarioDir} {
+		for _, pat := range []string{"*.yaml", "*.yml"} {
+			m, err := filepath.Glob(filepath.Join(dir, pat))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, m...)
 		}
-		files = append(files, m...)
 	}
 	if len(files) == 0 {
 		t.Fatalf("no scenarios in %s", scenarioDir)
@@ -110,7 +116,7 @@ func TestScenariosMatchKubelet(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			oraclePath := filepath.Join(scenarioDir, name+".kubelet.json")
+			oraclePath := filepath.Join(filepath.Dir(path), name+".kubelet.json")
 			data, err := os.ReadFile(oraclePath)
 			if errors.Is(err, os.ErrNotExist) {
 				t.Skipf("no kubelet outcomes yet (%s): run scripts/test-parity.sh to generate them", oraclePath)
