@@ -325,6 +325,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		}
 	}
 	rec.TriggerToDecision = clk.Now().Sub(trig.At)
+	a.logStateChanges(d) // before the kills, so the log reads in order
 	for i := range d.Evictions {
 		ev := d.Evictions[i]
 		pod := findPod(pods, ev.Pod)
@@ -352,7 +353,6 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		rec.Actions = append(rec.Actions, act)
 	}
 	rec.Decision = d
-	a.logStateChanges(d)
 	a.syncs++
 	a.lastSync.Store(clk.Now().UnixNano())
 	if a.cfg.Metrics != nil {

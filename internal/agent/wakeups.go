@@ -131,6 +131,9 @@ func (w *Wakeups) Active() []string {
 			out = append(out, "memcg-threshold "+k)
 		}
 	}
+	if w.cfg.MemcgThresholds && !w.cfg.V2 && len(w.memcg) == 0 {
+		out = append(out, "memcg-threshold (registered at the first synchronize)")
+	}
 	return out
 }
 
