@@ -430,6 +430,20 @@ def build_memory():
              kubelet_config(evictionHard={"memory.available": "1Gi"}),
              [step("0s", mem_summary("0s", st, "500Mi"), pl)])
 
+    order = [pod("guaranteed-innocent", HIGH, res("100m", "1Gi"), res("100m", "1Gi")),
+             pod("high-priority-hog", HIGH, res(memory="100Mi")),
+             pod("best-effort-hog", LOW),
+             pod("burstable-modest", DEFAULT, res(memory="500Mi"), res(memory="1Gi"))]
+    ost = [PS(order[0], mem="800Mi"), PS(order[1], mem="2Gi"), PS(order[2], mem="1500Mi"),
+           PS(order[3], mem="600Mi")]
+    scenario("priority-memory-eviction-ordering",
+             "e2e PriorityMemoryEvictionOrdering: while memory stays low the kubelet evicts one pod per "
+             "synchronize: pods above their requests first (lowest priority first), then by usage above request; "
+             "the Guaranteed pod within its request goes last.",
+             kubelet_config(evictionHard={"memory.available": "1Gi"}),
+             [step("%ds" % (10 * i), mem_summary("%ds" % (10 * i), ost, "500Mi"), order if i == 0 else None)
+              for i in range(5)])
+
     crit = [pod("static-critical", SYSTEM_CRITICAL, ns="kube-system",
                 annotations={"kubernetes.io/config.source": "file"}),
             pod("mirror", DEFAULT, ns="kube-system",
@@ -622,6 +636,49 @@ def build_disk():
                   step("25m", s("25m", "100k")),
                   step("31m", s("31m", "900k"))],
                  filesystems=LAYOUTS[layout])
+
+    # Which volumes count as the pod's local disk usage.
+    vols = [("hostpath", {"name": "data", "hostPath": {"path": "/srv/data"}}, "700Mi", "1Mi"),
+            ("emptydir", {"name": "data", "emptyDir": {}}, "600Mi", "1Mi"),
+            ("configmap", {"name": "data", "configMap": {"name": "settings"}}, "500Mi", "1Mi"),
+            ("secret", {"name": "data", "secret": {"secretName": "creds"}}, "900Mi", "5Mi"),
+            ("downwardapi", {"name": "data", "downwardAPI": {"items": []}}, "800Mi", "4Mi"),
+            ("memory-emptydir", {"name": "data", "emptyDir": {"medium": "Memory"}}, "1000Mi", "3Mi"),
+            ("pvc", {"name": "data", "persistentVolumeClaim": {"claimName": "claim"}}, "1100Mi", "2Mi")]
+    vp, vst = [], []
+    for kind, vol, used, root in vols:
+        p = pod("volume-" + kind, DEFAULT, volumes=[vol])
+        vp.append(p)
+        vst.append(PS(p, rootfs=root, logs="1Mi", volumes={"data": (used, "100")}))
+    scenario("disk-ranking-local-volumes",
+             "Disk ranking on nodefs counts hostPath volumes and the local ephemeral ones (emptyDir on disk, "
+             "configMap, gitRepo) but not secret, downwardAPI, memory-backed emptyDir or PVC volumes, whatever "
+             "their stats say: one pod per synchronize while the pressure lasts shows the order.",
+             kubelet_config(evictionHard={"nodefs.available": "1Gi"}),
+             [step("%ds" % (10 * i), disk_summary("%ds" % (10 * i), vst, "no-imagefs", node="500Mi"),
+                   vp if i == 0 else None) for i in range(7)])
+
+    ip = [pod("many-inodes-with-storage-request", DEFAULT, res(disk="1Gi")),
+          pod("few-inodes-no-request", DEFAULT)]
+    ist = [PS(ip[0], rootfs="10Mi", logs="1Mi", rootfs_inodes="50k", logs_inodes="10"),
+           PS(ip[1], rootfs="10Mi", logs="1Mi", rootfs_inodes="5k", logs_inodes="10")]
+    scenario("inode-ranking-subtracts-storage-request",
+             "Quirk: ranking for inodes subtracts the pod's ephemeral-storage request (bytes) from its inode "
+             "count, so a pod with a storage request ranks after a pod using ten times fewer inodes.",
+             kubelet_config(evictionHard={"nodefs.inodesFree": "100k"}),
+             [step("0s", disk_summary("0s", ist, "no-imagefs", node_inodes="50k"), ip)])
+
+    both = disk_pods()
+    mboth = memory_pods()
+    bp = both[0] + mboth[0]
+    bst = [PS(p, rootfs=s.c[p["metadata"]["name"]]["rootfs"], logs=s.c[p["metadata"]["name"]]["logs"], mem="10Mi")
+           for p, s in zip(both[0], both[1])] + mboth[1]
+    scenario("memory-and-disk-pressure-memory-first",
+             "Memory and disk thresholds met together: memory thresholds always sort first (byEvictionPriority), "
+             "so the memory ranking decides and no node-level reclaim runs; both conditions are reported.",
+             kubelet_config(evictionHard={"memory.available": "1Gi", "nodefs.available": "2Gi"}),
+             [step("0s", summary("0s", bst, mem=("500Mi", "8Gi"), alloc=("5Gi", "7Gi"), nodefs=("1Gi", "32Gi"),
+                                 imagefs=("1Gi", "32Gi"), containerfs=("1Gi", "32Gi")), bp)])
 
     pods, st = disk_pods()
     scenario("disk-percentage-threshold",
