@@ -97,7 +97,7 @@ func printDemoSummary(sum *demo.Summary, out string, stdout io.Writer) int {
 	if out == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(sum); err != nil {
+		if err := enc.Encode(sum); err != nil || sum.Interrupted {
 			return exitError
 		}
 		return exitOK
@@ -113,10 +113,16 @@ func printDemoSummary(sum *demo.Summary, out string, stdout io.Writer) int {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%ds\t%s\n", e.Workload, e.Signal, det, e.GracePeriodSeconds, e.Trigger)
 	}
 	tw.Flush()
-	if sum.KernelOOMKills == 0 {
-		fmt.Fprintln(stdout, "  The kernel OOM killer did not fire: evictd acted first.")
-	} else {
+	switch {
+	case sum.KernelOOMKills > 0:
 		fmt.Fprintf(stdout, "  The kernel OOM killer fired %d time(s).\n", sum.KernelOOMKills)
+	case sum.Interrupted:
+		fmt.Fprintln(stdout, "  The story was cut short; the kernel OOM killer had not fired.")
+	default:
+		fmt.Fprintln(stdout, "  The kernel OOM killer did not fire: evictd acted first.")
+	}
+	if sum.Interrupted {
+		return exitError
 	}
 	return exitOK
 }

@@ -329,7 +329,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	for i := range d.Evictions {
 		ev := d.Evictions[i]
 		pod := findPod(pods, ev.Pod)
-		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message, Evict: &ev}
+		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message}
 		if pod == nil {
 			act.Error = "pod not in the pod source any more"
 		} else if policy.IsCriticalPod(pod) {

@@ -93,6 +93,8 @@ type Eviction struct {
 type Summary struct {
 	Evictions      []Eviction `json:"evictions"`
 	KernelOOMKills uint64     `json:"kernelOOMKills"`
+	// Interrupted: the story was cut short (Ctrl-C, SIGTERM or the deadline).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Options configure Run.
@@ -289,9 +291,11 @@ loop:
 		select {
 		case <-ctx.Done():
 			n.say("interrupted: cleaning up")
+			sum.Interrupted = true
 			break loop
 		case <-timeout:
 			n.say("the story took longer than %s: stopping", deadline)
+			sum.Interrupted = true
 			break loop
 		case name := <-exited:
 			// An evicted workload exits before the agent reports the
