@@ -724,6 +724,11 @@ def build_config_quirks():
              "nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%).",
              kubelet_config(),
              [step("0s", low("0s"), allp)])
+    scenario("eviction-hard-empty-map",
+             "Quirk: evictionHard: {} in the config file decodes to an empty, non-nil map, so loadConfigFile does "
+             "not apply the defaults and no hard threshold exists at all (not 'absent' as spec 2.3 says).",
+             kubelet_config(evictionHard={}),
+             [step("0s", low("0s"), allp)])
     scenario("partial-eviction-hard-drops-defaults",
              "Quirk: an evictionHard that sets one signal replaces all the defaults; nodefs at 3% free raises "
              "nothing because no disk threshold exists any more.",
