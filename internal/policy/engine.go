@@ -32,6 +32,11 @@ type Engine struct {
 
 	pending *pendingReclaim
 	facts   factsCache
+	// Buffers reused from one synchronize to the next (only the pending
+	// reclaim holds on to them, and the next Step drops it first).
+	statsBuf map[string]*statsv1alpha1.PodStats
+	factsBuf []*podFacts
+	rankBuf  ranked
 }
 
 // pendingReclaim is the context of a synchronize waiting for Reclaimed.
@@ -117,10 +122,14 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	}
 
 	obs := makeObservations(in.Summary)
-	stats := podStatsIndex(in.Summary)
+	e.statsBuf = podStatsIndexInto(e.statsBuf, in.Summary)
+	stats := e.statsBuf
 	d.Observations = obs.list()
 	e.facts.begin()
-	facts := make([]*podFacts, len(in.Pods))
+	if cap(e.factsBuf) < len(in.Pods) {
+		e.factsBuf = make([]*podFacts, len(in.Pods))
+	}
+	facts := e.factsBuf[:len(in.Pods)]
 	for i, p := range in.Pods {
 		facts[i] = e.facts.get(p, e.cfg.Features)
 	}
@@ -288,7 +297,7 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map
 		d.Notes = append(d.Notes, "eviction thresholds have been met, but no pods are active to evict")
 		return
 	}
-	ranked := rankPods(pods, facts, stats, deciding.Signal, e.fs)
+	ranked := rankPodsInto(&e.rankBuf, pods, facts, stats, deciding.Signal, e.fs)
 	kind, _, _ := rankFor(deciding.Signal, e.fs)
 	// one backing array for the candidates' quantities instead of 3 allocations each
 	qs := make([]resource.Quantity, 3*ranked.len())

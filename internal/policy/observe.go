@@ -107,7 +107,16 @@ func makeObservations(s *statsv1alpha1.Summary) *observations {
 // podStatsIndex maps pod UID to its stats, as the kubelet's cachedStatsFunc
 // (the last entry wins for a duplicated UID).
 func podStatsIndex(s *statsv1alpha1.Summary) map[string]*statsv1alpha1.PodStats {
-	m := make(map[string]*statsv1alpha1.PodStats, len(s.Pods))
+	return podStatsIndexInto(nil, s)
+}
+
+// podStatsIndexInto is podStatsIndex reusing m (cleared) when it is not nil.
+func podStatsIndexInto(m map[string]*statsv1alpha1.PodStats, s *statsv1alpha1.Summary) map[string]*statsv1alpha1.PodStats {
+	if m == nil {
+		m = make(map[string]*statsv1alpha1.PodStats, len(s.Pods))
+	} else {
+		clear(m)
+	}
 	for i := range s.Pods {
 		m[s.Pods[i].PodRef.UID] = &s.Pods[i]
 	}

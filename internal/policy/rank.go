@@ -319,8 +319,21 @@ func podDiskUsage(ps *statsv1alpha1.PodStats, f *podFacts, measure fsStats) (byt
 // so ties come out as the kubelet's would for that order. facts[i] are the
 // facts of pods[i].
 func rankPods(pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems) ranked {
+	return rankPodsInto(nil, pods, facts, stats, s, fs)
+}
+
+// rankPodsInto is rankPods reusing buf's storage (the engine keeps it
+// between synchronizes; a ranked result is only read before the next one).
+func rankPodsInto(buf *ranked, pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems) ranked {
 	kind, measure, res := rankFor(s, fs)
-	keys := make([]rankKey, len(pods))
+	var keys []rankKey
+	var order []int32
+	if buf != nil && cap(buf.keys) >= len(pods) {
+		keys, order = buf.keys[:len(pods)], buf.order[:len(pods)]
+		clear(keys)
+	} else {
+		keys, order = make([]rankKey, len(pods)), make([]int32, len(pods))
+	}
 	for i, p := range pods {
 		f := facts[i]
 		k := &keys[i]
@@ -361,12 +374,15 @@ func rankPods(pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1
 			}
 		}
 	}
-	order := make([]int32, len(keys))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	sort.Sort(&rankSorter{kind: kind, keys: keys, order: order})
-	return ranked{keys: keys, order: order}
+	r := ranked{keys: keys, order: order}
+	if buf != nil {
+		*buf = r
+	}
+	return r
 }
 
 // ranked is the result of rankPods: at(i) is the i-th pod to evict.
