@@ -11,6 +11,11 @@ import (
 
 // Input is what one kubelet synchronize reads: the stats Summary and the
 // active pods (admitted, not terminal), in the order the pod source lists them.
+// Pods are matched to their stats by UID. Treat passed pods as immutable, as
+// Kubernetes API objects are: the engine memoises what it derives from a pod
+// spec per pod object (re-deriving when UID, resourceVersion or generation
+// change), so give a changed pod as a new object. Pods must not be nil. The
+// engine never modifies its inputs.
 type Input struct {
 	Summary *statsv1alpha1.Summary
 	Pods    []*v1.Pod
