@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -144,6 +145,8 @@ type thresholdRow struct {
 	// State: met, in-grace, stale, not-met, no-observation.
 	State          string `json:"state"`
 	GraceRemaining string `json:"graceRemaining,omitempty"`
+
+	t policy.Threshold
 }
 
 func thresholdRows(eng *policy.Engine, d *policy.Decision) []thresholdRow {
@@ -161,7 +164,7 @@ func thresholdRows(eng *policy.Engine, d *policy.Decision) []thresholdRow {
 	}
 	var rows []thresholdRow
 	for _, t := range eng.Thresholds() {
-		r := thresholdRow{Threshold: t.String(), Signal: string(t.Signal), State: "not-met"}
+		r := thresholdRow{Threshold: t.String(), Signal: string(t.Signal), State: "not-met", t: t}
 		o, ok := obs[t.Signal]
 		if !ok {
 			r.State = "no-observation"
@@ -204,15 +207,19 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 
 	fmt.Fprintln(w, "\nObservations")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SIGNAL\tAVAILABLE\tCAPACITY")
+	fmt.Fprintln(tw, "  SIGNAL\tAVAILABLE\tCAPACITY\tSTATS TIME")
 	for _, o := range d.Observations {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", o.Signal, o.Available.String(), o.Capacity.String())
+		at := "-"
+		if !o.Time.IsZero() {
+			at = o.Time.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Signal, o.Available.String(), o.Capacity.String(), at)
 	}
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nThresholds")
+	fmt.Fprintln(w, "\nThresholds (met when available < quantity)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  THRESHOLD\tQUANTITY\tAVAILABLE\tSTATE")
+	fmt.Fprintln(tw, "  SIGNAL\tVALUE\tGRACE\tMIN-RECLAIM\tQUANTITY\tAVAILABLE\tSTATE")
 	never := 0
 	for _, r := range rep.Thresholds {
 		if r.State == "never (no source)" {
@@ -221,9 +228,18 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		}
 		state := r.State
 		if r.GraceRemaining != "" {
-			state += " (" + r.GraceRemaining + " left)"
+			state = "in grace, " + r.GraceRemaining + " left"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Threshold, dash(r.Quantity), dash(r.Available), state)
+		grace := "hard"
+		if r.t.GracePeriod > 0 {
+			grace = r.t.GracePeriod.String()
+		}
+		minReclaim := "-"
+		if r.t.MinReclaim != nil {
+			minReclaim = r.t.MinReclaim.String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Signal, r.t.Value.String(), grace, minReclaim,
+			dash(r.Quantity), dash(r.Available), state)
 	}
 	tw.Flush()
 	if never > 0 {
@@ -247,7 +263,7 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		fmt.Fprintln(w, "Admission: every new pod is rejected, except critical pods")
 	}
 	if d.Deciding != nil {
-		fmt.Fprintf(w, "Deciding threshold: %s (reclaim %s)\n", d.Deciding.Threshold.String(), d.Resource)
+		fmt.Fprintf(w, "Deciding threshold: %s\nResource to reclaim: %s\n", d.Deciding.Threshold.String(), d.Resource)
 	}
 	if len(d.Reclaim) > 0 {
 		fmt.Fprintf(w, "Node-level reclaim first: %s\n", strings.Join(d.Reclaim, ", "))
