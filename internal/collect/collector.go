@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -62,6 +63,15 @@ type Config struct {
 	ContainerName func(w Workload, c Container) string
 	// Parallelism bounds concurrent pod reads (default min(4, GOMAXPROCS)).
 	Parallelism int
+	// EvictionOnly makes Summary read only what the kubelet's eviction
+	// manager uses (spec §8): node and "pods" memory {available, working
+	// set, usage}, fs and imagefs, rlimit, per pod and container working set
+	// and usage, process counts and ephemeral storage. It leaves out CPU
+	// time, PSI, RSS, page faults, start times, swap and the pods' limits,
+	// i.e. per cgroup the limit and CPU accounting files and per node the
+	// uptime and three pressure files. The agent sets it: it takes a
+	// Summary on every synchronize. `evictd stat --summary` does not.
+	EvictionOnly bool
 }
 
 // Collector reads the live node. It is safe for concurrent use.
@@ -280,7 +290,10 @@ func i64(v int64) *int64   { return &v }
 func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	n := statsapi.NodeStats{NodeName: c.cfg.NodeName}
 	proc := c.cfg.ProcRoot
-	if up, err := host.ReadUptime(proc); err == nil {
+	full := !c.cfg.EvictionOnly
+	if !full {
+		// eviction never reads the node's start time
+	} else if up, err := host.ReadUptime(proc); err == nil {
 		n.StartTime = metav1.NewTime(now.Add(-time.Duration(up * float64(time.Second))).Truncate(time.Second))
 	}
 	mi, err := host.ReadMeminfo(proc)
@@ -296,23 +309,11 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	// subtracted unsigned as the kubelet does (it wraps if ws > capacity).
 	n.Memory = &statsapi.MemoryStats{
 		Time: now, AvailableBytes: u64(mi.MemTotal - root.WorkingSet), UsageBytes: u64(root.Usage),
-		WorkingSetBytes: u64(root.WorkingSet), RSSBytes: u64(root.RSS),
-		PageFaults: u64(root.Pgfault), MajorPageFaults: u64(root.Pgmajfault),
+		WorkingSetBytes: u64(root.WorkingSet),
 	}
-	n.CPU = c.cpuStats(c.cpuRoot, now)
-	if psi, err := host.ReadPressure(proc, "memory"); err == nil {
-		n.Memory.PSI = toPSI(psi)
-	}
-	if n.CPU != nil {
-		if psi, err := host.ReadPressure(proc, "cpu"); err == nil {
-			n.CPU.PSI = toPSI(psi)
-		}
-	}
-	if psi, err := host.ReadPressure(proc, "io"); err == nil {
-		n.IO = &statsapi.IOStats{Time: now, PSI: toPSI(psi)}
-	}
-	if mi.SwapTotal > 0 || mi.SwapFree > 0 {
-		n.Swap = &statsapi.SwapStats{Time: now, SwapAvailableBytes: u64(mi.SwapFree), SwapUsageBytes: u64(mi.SwapTotal - mi.SwapFree)}
+	if full {
+		n.Memory.RSSBytes, n.Memory.PageFaults, n.Memory.MajorPageFaults = u64(root.RSS), u64(root.Pgfault), u64(root.Pgmajfault)
+		c.addNodeExtras(&n, mi, now)
 	}
 
 	if c.podsCgroup != "" {
@@ -352,6 +353,27 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	return n, nil
 }
 
+// addNodeExtras fills what a full Summary has beyond eviction's needs:
+// node CPU, PSI, IO pressure and swap.
+func (c *Collector) addNodeExtras(n *statsapi.NodeStats, mi host.Meminfo, now metav1.Time) {
+	proc := c.cfg.ProcRoot
+	n.CPU = c.cpuStats(c.cpuRoot, now)
+	if psi, err := host.ReadPressure(proc, "memory"); err == nil {
+		n.Memory.PSI = toPSI(psi)
+	}
+	if n.CPU != nil {
+		if psi, err := host.ReadPressure(proc, "cpu"); err == nil {
+			n.CPU.PSI = toPSI(psi)
+		}
+	}
+	if psi, err := host.ReadPressure(proc, "io"); err == nil {
+		n.IO = &statsapi.IOStats{Time: now, PSI: toPSI(psi)}
+	}
+	if mi.SwapTotal > 0 || mi.SwapFree > 0 {
+		n.Swap = &statsapi.SwapStats{Time: now, SwapAvailableBytes: u64(mi.SwapFree), SwapUsageBytes: u64(mi.SwapTotal - mi.SwapFree)}
+	}
+}
+
 func (c *Collector) imageFsPath() string {
 	if c.cfg.ImageFsPath != "" {
 		return c.cfg.ImageFsPath
@@ -370,6 +392,9 @@ func (c *Collector) systemContainer(name, rel string, now metav1.Time) (statsapi
 	if err != nil {
 		return statsapi.ContainerStats{}, err
 	}
+	if c.cfg.EvictionOnly {
+		return statsapi.ContainerStats{Name: name, Memory: evictionMemory(m, now)}, nil
+	}
 	sc := statsapi.ContainerStats{Name: name, StartTime: cgroupStartTime(dir), Memory: toMemory(m, now)}
 	if c.cpuRoot != "" {
 		sc.CPU = c.cpuStats(c.cpuRoot+rel, now)
@@ -385,6 +410,14 @@ func toMemory(m CgroupMemory, now metav1.Time) *statsapi.MemoryStats {
 	if m.HasLimit && m.Limit <= memoryUnlimitedAbove {
 		ms.AvailableBytes = u64(m.Limit - m.WorkingSet)
 	}
+	return ms
+}
+
+// evictionMemory is toMemory without what eviction does not read (RSS and
+// page faults).
+func evictionMemory(m CgroupMemory, now metav1.Time) *statsapi.MemoryStats {
+	ms := toMemory(m, now)
+	ms.RSSBytes, ms.PageFaults, ms.MajorPageFaults = nil, nil, nil
 	return ms
 }
 
@@ -470,18 +503,25 @@ func cgroupStartTime(dir string) metav1.Time {
 }
 
 func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.Time) (*statsapi.PodStats, error) {
+	full := !c.cfg.EvictionOnly
 	dir := c.memRoot + w.Cgroup
-	m, err := readCgroupMemory(dir, c.memVersion, true)
+	// Eviction reads a pod's working set, never its limit (only the "pods"
+	// system container's availableBytes depends on a limit).
+	m, err := readCgroupMemory(dir, c.memVersion, full)
 	if err != nil {
 		return nil, err
 	}
-	p := &statsapi.PodStats{PodRef: c.cfg.PodRef(w), StartTime: c.startTime(dir), Memory: toMemory(m, now),
-		Containers: make([]statsapi.ContainerStats, 0, len(w.Containers))}
-	if c.cpuRoot != "" {
-		p.CPU = c.cpuStats(c.cpuRoot+w.Cgroup, now)
+	p := &statsapi.PodStats{PodRef: c.cfg.PodRef(w), Containers: make([]statsapi.ContainerStats, 0, len(w.Containers))}
+	if full {
+		p.StartTime, p.Memory = c.startTime(dir), toMemory(m, now)
+		if c.cpuRoot != "" {
+			p.CPU = c.cpuStats(c.cpuRoot+w.Cgroup, now)
+		}
+	} else {
+		p.Memory = evictionMemory(m, now)
 	}
 	var procs uint64
-	if c.memVersion == 2 {
+	if full && c.memVersion == 2 {
 		if psi, err := v2.ReadMemoryPressure(dir); err == nil {
 			p.Memory.PSI = toPSI(psi)
 		}
@@ -503,9 +543,14 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 			}
 			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
 		}
-		cs := statsapi.ContainerStats{Name: c.cfg.ContainerName(w, ct), StartTime: c.startTime(cdir), Memory: toMemory(cm, now)}
-		if c.cpuRoot != "" {
-			cs.CPU = c.cpuStats(c.cpuRoot+ct.Cgroup, now)
+		cs := statsapi.ContainerStats{Name: c.cfg.ContainerName(w, ct)}
+		if full {
+			cs.StartTime, cs.Memory = c.startTime(cdir), toMemory(cm, now)
+			if c.cpuRoot != "" {
+				cs.CPU = c.cpuStats(c.cpuRoot+ct.Cgroup, now)
+			}
+		} else {
+			cs.Memory = evictionMemory(cm, now)
 		}
 		p.Containers = append(p.Containers, cs)
 		n, err := countProcs(cdir)
@@ -535,6 +580,13 @@ func countProcsTree(dir string) (uint64, error) {
 	n, err := countProcs(dir)
 	if err != nil {
 		return 0, err
+	}
+	// cgroupfs (kernfs) counts a directory's subdirectories in its link
+	// count: 2 links means no child cgroup, and one stat saves listing the
+	// dozens of control files.
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
+		return n, nil
 	}
 	es, err := os.ReadDir(dir)
 	if err != nil {
