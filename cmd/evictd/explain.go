@@ -142,7 +142,9 @@ type thresholdRow struct {
 	Signal    string `json:"signal"`
 	Quantity  string `json:"quantity,omitempty"`
 	Available string `json:"available,omitempty"`
-	// State: met, in-grace, stale, not-met, no-observation.
+	// State: met, met (min-reclaim), in-grace, stale, not-met, no-observation,
+	// "from 2nd sync" (a derived containerfs threshold the kubelet does not
+	// evaluate on its first synchronize), "never (no source)".
 	State          string `json:"state"`
 	GraceRemaining string `json:"graceRemaining,omitempty"`
 
@@ -172,9 +174,17 @@ func thresholdRows(eng *policy.Engine, d *policy.Decision) []thresholdRow {
 			r.Quantity = policy.ThresholdQuantity(t.Value, &o.Capacity).String()
 			r.Available = o.Available.String()
 		}
+		unevaluated := false
+		for _, u := range d.Unevaluated {
+			if u.String() == t.String() {
+				unevaluated = true
+			}
+		}
 		switch {
 		case t.Operator == "":
 			r.State = "never (no source)"
+		case unevaluated:
+			r.State = "from 2nd sync"
 		case find(d.InGrace, t) != nil:
 			r.State = "in-grace"
 			r.GraceRemaining = find(d.InGrace, t).GraceRemaining.String()

@@ -139,6 +139,10 @@ type Decision struct {
 	// Stale: grace-satisfied thresholds dropped because their stats are not
 	// newer than the previous synchronize's.
 	Stale []ThresholdStatus `json:"stale,omitempty"`
+	// Unevaluated: thresholds the kubelet does not look at in this
+	// synchronize — the containerfs thresholds it derives on its first
+	// synchronize are appended after it took its list (seen from the second).
+	Unevaluated []Threshold `json:"unevaluated,omitempty"`
 	// Actionable: grace-satisfied thresholds with fresh stats, deciding first.
 	Actionable []ThresholdStatus `json:"actionable"`
 	// NodeConditions reported (with the transition period), sorted.

@@ -113,6 +113,11 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 		}
 		evaluate = len(e.base)
 		e.thresholds, _ = updateContainerFsThresholds(e.base, e.fs.DedicatedImageFs, e.fs.SplitContainerFs)
+		for _, t := range e.thresholds[evaluate:] {
+			if t.Operator != "" { // copies without a source never fire anyway
+				d.Unevaluated = append(d.Unevaluated, t)
+			}
+		}
 	}
 
 	if in.Summary == nil {

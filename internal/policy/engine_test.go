@@ -387,3 +387,24 @@ func TestPodFactsFollowPodUpdates(t *testing.T) {
 		t.Fatalf("after the update: %+v", d.Candidates)
 	}
 }
+
+func TestDerivedContainerFsThresholdsFromSecondSync(t *testing.T) {
+	th, _ := ParseThresholdConfig(nil, map[string]string{"nodefs.available": "10%"}, nil, nil, nil)
+	e, _ := NewEngine(Config{Thresholds: th, PressureTransitionPeriod: time.Minute, Features: DefaultFeatureGates()}, Filesystems{})
+	p := pod("p", 0, []v1.Container{container("c", nil, nil)}, nil)
+	s := func(at time.Time) *statsv1alpha1.Summary {
+		return &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{
+			Fs:      &statsv1alpha1.FsStats{Time: metav1.NewTime(at), AvailableBytes: u64("20Gi"), CapacityBytes: u64("32Gi")},
+			Runtime: &statsv1alpha1.RuntimeStats{ContainerFs: &statsv1alpha1.FsStats{Time: metav1.NewTime(at), AvailableBytes: u64("1Gi"), CapacityBytes: u64("32Gi")}},
+		}, Pods: []statsv1alpha1.PodStats{diskStats(p, "1Gi", "0", "0", false)}}
+	}
+	d := e.Step(t0, Input{s(t0), []*v1.Pod{p}})
+	if len(d.Met) != 0 || len(d.Unevaluated) != 1 || d.Unevaluated[0].Signal != SignalContainerFsAvailable {
+		t.Fatalf("first sync: met %v, unevaluated %v", d.Met, d.Unevaluated)
+	}
+	t1 := t0.Add(10 * time.Second)
+	d = e.Step(t1, Input{s(t1), []*v1.Pod{p}})
+	if d.Signal != SignalContainerFsAvailable || !reflect.DeepEqual(d.Reclaim, []string{"containerGC", "imageGC"}) || len(d.Unevaluated) != 0 {
+		t.Fatalf("second sync: signal %q reclaim %v", d.Signal, d.Reclaim)
+	}
+}
