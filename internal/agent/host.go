@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"syscall"
+	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/actuate"
@@ -20,10 +19,26 @@ import (
 // described by the workloads file. Only cgroups holding at least one process
 // are active: an emptied cgroup is a terminated pod, so a workload evicted
 // once is not picked again while its directory lingers.
+//
+// The list of cgroups (and the Pods built from it) is kept between calls
+// while an inotify watch on the root says no child cgroup was created,
+// removed or renamed; cgroupfs does not update a directory's mtime, so the
+// watch is the cheap check. Whether each workload holds a process is read on
+// every call. Without inotify every call lists the root again.
 type HostPods struct {
 	File       *workload.File
 	Root       string // absolute workload root directory
 	SelfCgroup string // evictd's own memory cgroup (absolute), never evicted
+	// V2 says the root is on cgroup v2, where cgroup.events tells whether a
+	// subtree holds a process in one read; on v1 (false) cgroup.procs and
+	// the link count do.
+	V2 bool
+
+	mu          sync.Mutex
+	watch       *dirWatch // nil before the first call or without inotify
+	noWatch     bool      // inotify could not watch the root: list every time
+	cached      []workload.Workload
+	discoveries int // how often the root was listed (tests)
 }
 
 // Pods implements PodSource.
@@ -37,42 +52,139 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 
 // Workloads lists the active workloads.
 func (h *HostPods) Workloads() ([]workload.Workload, error) {
-	ws, err := workload.Discover(h.File, h.Root, h.SelfCgroup)
-	if err != nil {
-		return nil, err
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watch == nil && !h.noWatch {
+		// Watch before listing, so a change during the listing is seen
+		// (as a spurious change) by the next call.
+		w, err := newDirWatch(h.Root)
+		if err != nil {
+			h.noWatch = true
+		} else {
+			h.watch = w
+			h.cached = nil
+		}
 	}
-	out := ws[:0]
+	ws := h.cached
+	if ws == nil || h.watch == nil || h.watch.changed() {
+		var err error
+		h.discoveries++
+		if ws, err = workload.Discover(h.File, h.Root, h.SelfCgroup); err != nil {
+			h.cached = nil
+			return nil, err
+		}
+		if h.watch != nil {
+			h.cached = ws
+		}
+	}
+	out := make([]workload.Workload, 0, len(ws))
 	for _, w := range ws {
-		if populated(w.Cgroup) {
+		if populated(w.Cgroup, h.V2) {
 			out = append(out, w)
 		}
 	}
 	return out, nil
 }
 
+// Close stops the watch on the workload root; later calls list the root
+// every time.
+func (h *HostPods) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cached, h.noWatch = nil, true
+	if h.watch == nil {
+		return nil
+	}
+	err := h.watch.close()
+	h.watch = nil
+	return err
+}
+
+// dirWatch is an inotify watch on one directory's entries.
+type dirWatch struct{ fd int }
+
+func newDirWatch(dir string) (*dirWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &dirWatch{fd: fd}, nil
+}
+
+// changed drains the pending events and reports whether there were any.
+// Anything unexpected (an error, a queue overflow, the watch removed with
+// the root) counts as a change: the caller then lists the root again.
+func (w *dirWatch) changed() bool {
+	var buf [4096]byte
+	got := false
+	for {
+		n, err := unix.Read(w.fd, buf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return got
+		case err != nil || n <= 0:
+			return true
+		}
+		got = true
+	}
+}
+
+func (w *dirWatch) close() error { return unix.Close(w.fd) }
+
 // populated reports whether a cgroup subtree holds a process, as cheaply as
-// the kernel allows: one read of cgroup.procs when the cgroup itself holds
-// one; else v2's cgroup.events "populated" line; else (v1) the descendants.
-func populated(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+// the kernel allows: on v2 one read of cgroup.events ("populated 1"); on v1
+// one read of cgroup.procs when the cgroup itself holds one, else its link
+// count, and only for a cgroup with children a walk of its descendants.
+func populated(dir string, v2 bool) bool {
+	var buf [128]byte
+	if v2 {
+		n, err := readHead(dir+"/cgroup.events", buf[:])
+		return err == nil && bytes.Contains(buf[:n], []byte("populated 1"))
+	}
+	n, err := readHead(dir+"/cgroup.procs", buf[:])
 	if err != nil {
 		return false
 	}
-	if len(bytes.TrimSpace(b)) > 0 {
+	if len(bytes.TrimSpace(buf[:n])) > 0 {
 		return true
 	}
-	if ev, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
-		return bytes.Contains(ev, []byte("populated 1"))
-	}
-	// v1: kernfs counts a directory's subdirectories in its link count, so
-	// a cgroup with 2 links has no children and, with no process of its
-	// own, is empty — one stat instead of a walk.
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err == nil && st.Nlink == 2 {
+	// kernfs counts a directory's subdirectories in its link count, so a
+	// cgroup with 2 links has no children and, with no process of its own,
+	// is empty — one stat instead of a walk.
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
 		return false
 	}
 	pids, err := actuate.ProcsRecursive(dir)
 	return err == nil && len(pids) > 0
+}
+
+// readHead reads up to len(buf) bytes of a kernel file with raw syscalls
+// (open, one read, close): whether a cgroup holds a process shows in its
+// first line.
+func readHead(path string, buf []byte) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
 }
 
 // HostEvictor kills a host-mode workload's cgroup.

@@ -89,6 +89,8 @@ func NewHost(o HostOptions) (*Host, error) {
 	var wl *collect.Collector
 	col, err := collect.New(collect.Config{
 		WorkloadRoot: rootRel,
+		// Every synchronize takes a Summary: read only what eviction uses.
+		EvictionOnly: true,
 		PodRef: func(w collect.Workload) statsapi.PodReference {
 			rel := strings.TrimPrefix(path.Clean(w.Cgroup), rootRel+"/")
 			return statsapi.PodReference{Name: w.Name, Namespace: workload.Namespace, UID: string(workload.UID(rel))}
@@ -105,7 +107,13 @@ func NewHost(o HostOptions) (*Host, error) {
 	if err != nil {
 		o.Log.Warn("cannot tell evictd's own cgroup; relying on the pid check alone", "err", err)
 	}
-	pods := &HostPods{File: o.Workloads, Root: root, SelfCgroup: self}
+	pods := &HostPods{File: o.Workloads, Root: root, SelfCgroup: self, V2: v2}
+	wired := false
+	defer func() {
+		if !wired {
+			pods.Close() // its watch on the root
+		}
+	}()
 	if _, err := pods.Workloads(); err != nil {
 		return nil, err
 	}
@@ -158,12 +166,14 @@ func NewHost(o HostOptions) (*Host, error) {
 		wk.Close()
 		return nil, err
 	}
+	wired = true
 	return &Host{Agent: a, Collector: wl, Pods: pods, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
 }
 
 // Run runs the loop until ctx is done, then stops the notifiers.
 func (h *Host) Run(ctx context.Context) error {
 	defer h.Wakeups.Close()
+	defer h.Pods.Close()
 	return h.Agent.Run(ctx)
 }
 
