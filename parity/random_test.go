@@ -105,6 +105,9 @@ func randomScenario(seed uint64) map[string]any {
 	if g.chance(0.2) {
 		kc["enforceNodeAllocatable"] = []string{"none"}
 	}
+	if g.chance(0.15) {
+		kc["localStorageCapacityIsolation"] = false
+	}
 	layout := oneOf(g, [2]bool{false, false}, [2]bool{true, false}, [2]bool{true, true})
 
 	// Pods.
@@ -112,6 +115,7 @@ func randomScenario(seed uint64) map[string]any {
 		mem, rootfs, logs, vol uint64
 		rootIn, logIn          uint64
 		procs                  uint64
+		noEphemeral            bool // no pod ephemeral-storage stats: only container limits can fire
 	}
 	var pods []v1.Pod
 	npods := g.between(2, 6)
@@ -143,6 +147,15 @@ func randomScenario(seed uint64) map[string]any {
 		if g.chance(0.3) {
 			p.Spec.TerminationGracePeriodSeconds = i64(int64(oneOf(g, 0, 10, 60)))
 		}
+		if g.chance(0.35) { // a container ephemeral-storage limit, also the pod's total
+			lim[v1.ResourceEphemeralStorage] = qty(oneOf(g, "200Mi", "500Mi", "2Gi"))
+		}
+		if g.chance(0.25) {
+			p.Spec.Volumes[0].EmptyDir.SizeLimit = new(qty(oneOf(g, "200Mi", "800Mi")))
+		}
+		if g.chance(0.05) {
+			p.Annotations = map[string]string{"kubernetes.io/config.source": "file"} // static pod
+		}
 		if g.chance(0.1) {
 			p.Spec.Priority = new(int32(2000000000))
 		}
@@ -151,7 +164,8 @@ func randomScenario(seed uint64) map[string]any {
 	baseUse := make([]usage, npods)
 	for i := range baseUse {
 		baseUse[i] = usage{mem: g.mib(10, 1500), rootfs: g.mib(1, 2000), logs: g.mib(1, 200), vol: g.mib(0, 1000),
-			rootIn: uint64(g.between(10, 20000)), logIn: uint64(g.between(1, 500)), procs: uint64(g.between(1, 3000))}
+			rootIn: uint64(g.between(10, 20000)), logIn: uint64(g.between(1, 500)), procs: uint64(g.between(1, 3000)),
+			noEphemeral: g.chance(0.4)}
 	}
 
 	podStats := func(t metav1.Time, skip int) []statsapi.PodStats {
@@ -164,12 +178,16 @@ func randomScenario(seed uint64) map[string]any {
 			fsC := func(b, in uint64) *statsapi.FsStats {
 				return &statsapi.FsStats{Time: t, UsedBytes: u64(b), InodesUsed: u64(in)}
 			}
+			eph := &statsapi.FsStats{Time: t, UsedBytes: u64(u.rootfs + u.logs + u.vol)}
+			if u.noEphemeral {
+				eph = nil
+			}
 			out = append(out, statsapi.PodStats{
 				PodRef:           statsapi.PodReference{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)},
 				Containers:       []statsapi.ContainerStats{{Name: "main", Memory: &statsapi.MemoryStats{Time: t, WorkingSetBytes: u64(u.mem)}, Rootfs: fsC(u.rootfs, u.rootIn), Logs: fsC(u.logs, u.logIn)}},
 				Memory:           &statsapi.MemoryStats{Time: t, WorkingSetBytes: u64(u.mem)},
 				VolumeStats:      []statsapi.VolumeStats{{Name: "scratch", FsStats: statsapi.FsStats{Time: t, UsedBytes: u64(u.vol), InodesUsed: u64(10)}}},
-				EphemeralStorage: &statsapi.FsStats{Time: t, UsedBytes: u64(u.rootfs + u.logs + u.vol)},
+				EphemeralStorage: eph,
 				ProcessStats:     &statsapi.ProcessStats{ProcessCount: u64(u.procs)},
 			})
 		}
