@@ -400,6 +400,16 @@ def build_memory():
               step("10s", mem_summary("10s", st, "500Mi")),
               step("20s", mem_summary("20s", st, "500Mi"))])
 
+    many = [pod("tie-%02d" % i, LOW) for i in range(20)]
+    mst = [PS(p, mem="%dMi" % (100 * ((i * 7) % 3 + 1))) for i, p in enumerate(many)]
+    scenario("memory-ranking-ties-many-pods",
+             "Ties among more than 12 pods (three usage groups): the kubelet's sort.Sort is pattern-defeating "
+             "quicksort there, not insertion sort, so equal pods need not come out in input order; the order is "
+             "deterministic for a given input, and evictd must reproduce it.",
+             kubelet_config(evictionHard={"memory.available": "1Gi"}),
+             [step("%ds" % (10 * i), mem_summary("%ds" % (10 * i), mst, "500Mi"), many if i == 0 else None)
+              for i in range(10)])
+
     ns = [pod("with-stats-high-usage", LOW), pod("no-stats", HIGH, res(memory="1Gi"), res(memory="1Gi")),
           pod("with-stats-low-usage", LOW)]
     st = [PS(ns[0], mem="2Gi"), PS(ns[2], mem="10Mi")]
