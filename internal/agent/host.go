@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path"
+	"sort"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -38,7 +42,9 @@ type HostPods struct {
 	watch       *dirWatch // nil before the first call or without inotify
 	noWatch     bool      // inotify could not watch the root: list every time
 	cached      []workload.Workload
-	discoveries int // how often the root was listed (tests)
+	discoveries int                 // how often the root was listed (tests)
+	last        []workload.Workload // the active workloads of the last call
+	listed      bool
 }
 
 // Pods implements PodSource.
@@ -83,7 +89,44 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 			out = append(out, w)
 		}
 	}
+	h.last, h.listed = out, true
 	return out, nil
+}
+
+// lastActive returns the active workloads the last call found.
+func (h *HostPods) lastActive() ([]workload.Workload, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last, h.listed
+}
+
+// HostStats is host mode's StatsSource: the collector's Summary (the agent
+// configures it eviction-only) of the node and of the workloads the last
+// Pods call found active. The kubelet's eviction manager looks up stats only
+// for its active pods, so an empty cgroup's stats would never be used: not
+// reading them saves most of an idle host's synchronize.
+type HostStats struct {
+	Collector *collect.Collector
+	Pods      *HostPods
+	RootRel   string // the workload root relative to the hierarchy root, "/…"
+}
+
+// Summary implements StatsSource.
+func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	ws, ok := s.Pods.lastActive()
+	if !ok {
+		var err error
+		if ws, err = s.Pods.Workloads(); err != nil {
+			return nil, err
+		}
+	}
+	cws := make([]collect.Workload, len(ws))
+	for i, w := range ws {
+		// As collect.DiscoverPlain names them: a direct child of the root.
+		cws[i] = collect.Workload{Name: w.Rel, Cgroup: path.Join(s.RootRel, w.Rel)}
+	}
+	sort.Slice(cws, func(i, j int) bool { return cws[i].Cgroup < cws[j].Cgroup })
+	return s.Collector.SummaryOf(ctx, cws)
 }
 
 // Close stops the watch on the workload root; later calls list the root

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -94,6 +98,43 @@ func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 	waitFor("b", "c", "idle")
 	if hp.discoveries != before {
 		t.Errorf("a process joining a cgroup listed the root again (%d times)", hp.discoveries-before)
+	}
+
+	// The agent's stats: only the active workloads, with the numbers a
+	// full Summary has for them.
+	mk("spare") // no process
+	waitFor("b", "c", "idle")
+	col, err := collect.New(collect.Config{WorkloadRoot: sb.Parent.Rel, EvictionOnly: true, KubeletRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &HostStats{Collector: col, Pods: hp, RootRel: sb.Parent.Rel}
+	got, err := hs.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := col.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]statsapi.PodStats{}
+	for _, p := range all.Pods {
+		byName[p.PodRef.Name] = p
+	}
+	if _, ok := byName["spare"]; !ok || len(all.Pods) != 4 {
+		t.Fatalf("full Summary pods %d, want b, c, idle and spare", len(all.Pods))
+	}
+	var gotNames []string
+	for _, p := range got.Pods {
+		gotNames = append(gotNames, p.PodRef.Name)
+		f := byName[p.PodRef.Name]
+		if d := int64(*p.Memory.WorkingSetBytes) - int64(*f.Memory.WorkingSetBytes); d > 1<<20 || d < -(1<<20) ||
+			*p.ProcessStats.ProcessCount != *f.ProcessStats.ProcessCount || p.PodRef != f.PodRef {
+			t.Errorf("pod %s: agent stats %+v / %d processes, full Summary %+v / %d", p.PodRef.Name, p.Memory, *p.ProcessStats.ProcessCount, f.Memory, *f.ProcessStats.ProcessCount)
+		}
+	}
+	if !slices.Equal(gotNames, []string{"b", "c", "idle"}) {
+		t.Errorf("agent stats for %v, want the active [b c idle]", gotNames)
 	}
 
 	// After Close every call lists the root; results stay right.

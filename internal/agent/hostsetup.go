@@ -70,6 +70,7 @@ type Host struct {
 	*Agent
 	Collector *collect.Collector
 	Pods      *HostPods
+	Stats     *HostStats
 	Wakeups   *Wakeups
 	Killer    *actuate.Killer
 	Root      string // absolute workload root
@@ -157,8 +158,9 @@ func NewHost(o HostOptions) (*Host, error) {
 	if len(o.Hooks) > 0 {
 		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
 	}
+	stats := &HostStats{Collector: wl, Pods: pods, RootRel: rootRel}
 	a, err := New(Config{
-		Engine: eng, Stats: wl, Pods: pods, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: pods, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
@@ -167,7 +169,7 @@ func NewHost(o HostOptions) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
 }
 
 // Run runs the loop until ctx is done, then stops the notifiers.

@@ -220,6 +220,18 @@ func (c *Collector) ReadCgroupMemory(rel string, withLimit bool) (CgroupMemory, 
 // is left out; a node-level read that fails is an error (a Summary missing
 // node memory would silently disable memory eviction).
 func (c *Collector) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	return c.summary(ctx, nil, false)
+}
+
+// SummaryOf is Summary for the given workloads only, instead of every
+// workload under the pods cgroup. The agent passes the workloads it may
+// evict (those holding a process): the kubelet's eviction manager looks up
+// stats only for its active pods, so stats of the others are never read.
+func (c *Collector) SummaryOf(ctx context.Context, ws []Workload) (*statsapi.Summary, error) {
+	return c.summary(ctx, ws, true)
+}
+
+func (c *Collector) summary(ctx context.Context, ws []Workload, given bool) (*statsapi.Summary, error) {
 	now := metav1.NewTime(c.cfg.Clock())
 	defer c.rotateSamples()
 	node, err := c.nodeStats(now)
@@ -227,9 +239,10 @@ func (c *Collector) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		return nil, err
 	}
 	s := &statsapi.Summary{Node: node, Pods: []statsapi.PodStats{}}
-	ws, err := c.Workloads()
-	if err != nil {
-		return nil, err
+	if !given {
+		if ws, err = c.Workloads(); err != nil {
+			return nil, err
+		}
 	}
 	if len(ws) == 0 {
 		return s, nil
