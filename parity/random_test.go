@@ -119,6 +119,9 @@ func randomScenario(seed uint64) map[string]any {
 	}
 	var pods []v1.Pod
 	npods := g.between(2, 6)
+	if g.chance(0.15) {
+		npods = g.between(13, 20) // more than 12: sort.Sort switches from insertion sort to pdqsort
+	}
 	for i := range npods {
 		name := fmt.Sprintf("pod-%d", i)
 		req, lim := v1.ResourceList{}, v1.ResourceList{}
