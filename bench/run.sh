@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# bench/run.sh — every benchmark script of bench/, one after the other, each
+# printing its own table (`make bench` calls this). About 10 minutes in all.
+#
+#   policy   bench/policy.sh    Engine.Step per synchronize, 110 and 1,000 pods
+#                                (no root; ≈ 1–2 min)
+#   collect  bench/collect.sh   evictd vs opencontainers/cgroups per cgroup, full
+#                                and eviction-only Summary of 100 pods × 3 containers
+#                                (root, cgroup v1 memory controller; ≈ 1–2 min)
+#   agent    bench/agent.sh     detection latency, OOM avoidance, idle cost with
+#                                500 cgroups (root; ≈ 6 min)
+#
+# Usage: bench/run.sh [policy] [collect] [agent]   (default: all three)
+# The load average is printed before each: timings on a shared, loaded
+# machine are inflated, so note it beside any number you quote.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=("$@")
+[ ${#which[@]} -gt 0 ] || which=(policy collect agent)
+for b in "${which[@]}"; do
+	case $b in
+	policy | collect | agent) ;;
+	*) echo "bench/run.sh: unknown benchmark $b (policy, collect or agent)" >&2; exit 2 ;;
+	esac
+	if [ "$b" != policy ] && [ "$(id -u)" != 0 ]; then
+		echo "== $b: skipped (needs root to create cgroups)"
+		continue
+	fi
+	echo "== $b (load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs, $(date -u +%H:%M:%S) UTC)"
+	"bench/$b.sh"
+	echo
+done
