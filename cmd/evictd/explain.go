@@ -8,8 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -42,13 +44,21 @@ When node-level reclaim (container/image GC) would run first, explain assumes
 it frees nothing and shows the eviction that follows; use "evictd simulate"
 with afterReclaim to model what GC frees.
 
+With --live, the stats are this node's, read now the way "evictd stat
+--summary" reads them; the pods still come from --pods (kubectl get pods
+--field-selector spec.nodeName=NODE -o json) or, on a host without
+Kubernetes, from --workload-root and its --workloads file, as "evictd run"
+sees them.
+
 Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
+  evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
+  evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "[--config FILE] [eviction flags] --summary FILE --pods FILE [-o table|json]", explainHelp, stdout, stderr)
+	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
@@ -56,6 +66,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	splitFs := fs.Bool("split-containerfs", false, "container writable layers are on a filesystem separate from images (implies --dedicated-imagefs)")
 	out := fs.String("o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
+	live := registerLiveFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -66,8 +77,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
 	}
-	if *summaryPath == "" || *podsPath == "" {
-		return fail("--summary and --pods are required (see --help)")
+	if err := live.check(*summaryPath, *podsPath); err != nil {
+		return fail("%v", err)
 	}
 	if *out != "table" && *out != "json" {
 		return fail("-o %q: want table or json", *out)
@@ -94,13 +105,19 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%s: %v", source, err)
 	}
-	summary, err := load.SummaryFile(*summaryPath)
-	if err != nil {
+	var summary *statsv1alpha1.Summary
+	var pods []*v1.Pod
+	if *live.live {
+		if summary, pods, err = live.read(); err != nil {
+			return fail("reading this node: %v", err)
+		}
+	} else if summary, err = load.SummaryFile(*summaryPath); err != nil {
 		return fail("%v", err)
 	}
-	pods, err := load.PodsFile(*podsPath)
-	if err != nil {
-		return fail("%v", err)
+	if pods == nil {
+		if pods, err = load.PodsFile(*podsPath); err != nil {
+			return fail("%v", err)
+		}
 	}
 	eng, err := policy.NewEngine(cfg, policy.Filesystems{DedicatedImageFs: *imageFs, SplitContainerFs: *splitFs})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/load"
@@ -431,4 +432,13 @@ func SelfCgroup(memRoot string, v2 bool) (string, error) {
 		}
 	}
 	return "", errors.New("/proc/self/cgroup has no memory cgroup line")
+}
+
+// PodRef is the stats PodReference of the workload named name whose cgroup
+// is cgroup (relative to the hierarchy root) under the workload root rootRel
+// (also relative, e.g. "/workloads"): the same UID and namespace that
+// Discover gives its Pod, so the engine can match stats to pods.
+func PodRef(rootRel, cgroup, name string) statsapi.PodReference {
+	rel := strings.TrimPrefix(path.Clean(cgroup), "/"+strings.Trim(rootRel, "/")+"/")
+	return statsapi.PodReference{Name: name, Namespace: Namespace, UID: string(UID(rel))}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+)
+
+func TestMain(m *testing.M) {
+	cgrouptest.RunHogIfChild() // the test binary doubles as a memory hog
+	os.Exit(m.Run())
+}
+
+func TestExplainLiveFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"explain", "--live", "--summary", "s.json", "--pods", "p.json"},
+		{"explain", "--pods", "p.json"},
+		{"explain", "--summary", "s.json", "--workload-root", "/w"},
+		{"explain", "--live", "--workloads", "w.yaml"},
+		{"explain", "--live", "--workload-root", "/w", "--pods", "p.json"},
+		{"explain", "--live"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != exitError || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: code %d, want one error line; stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+// TestExplainLiveOnRealWorkloads reads real v1 cgroups: two workloads under
+// a workload root, one holding a 64 MiB hog. With a memory threshold above
+// what the node has free, explain must evict the hog's workload (BestEffort,
+// equal priority, largest usage above its zero request) and give the
+// kubelet's message with the live observation.
+func TestExplainLiveOnRealWorkloads(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	base := cgrouptest.UniqueName(t)
+	hogDir := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, base+"/hungry")
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, base+"/idle")
+	cgrouptest.StartHog(t, 64, hogDir)
+	wl := filepath.Join(t.TempDir(), "workloads.yaml")
+	if err := os.WriteFile(wl, []byte("workloads:\n- name: idle\n  cgroup: idle\n  priority: 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errb bytes.Buffer
+	// 1000Gi is above any machine's memory: the threshold is met for sure.
+	args := []string{"explain", "--live", "--eviction-hard", "memory.available<1000Gi",
+		"--workload-root", "/" + base, "--workloads", wl, "-o", "json"}
+	if code := run(args, &out, &errb); code != exitOK {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+	var rep struct {
+		Decision struct {
+			NodeConditions []string `json:"nodeConditions"`
+			Evictions      []struct {
+				Pod struct {
+					Name, Namespace string
+				} `json:"pod"`
+				GracePeriodSeconds int64  `json:"gracePeriodSeconds"`
+				Message            string `json:"message"`
+			} `json:"evictions"`
+		} `json:"decision"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("decoding %s: %v", out.String(), err)
+	}
+	d := rep.Decision
+	if len(d.Evictions) != 1 {
+		t.Fatalf("evictions %+v, want one:\n%s", d.Evictions, out.String())
+	}
+	e := d.Evictions[0]
+	if e.Pod.Name != "hungry" || e.GracePeriodSeconds != 1 {
+		t.Errorf("evicted %+v grace %d, want hungry with grace 1", e.Pod, e.GracePeriodSeconds)
+	}
+	if !strings.HasPrefix(e.Message, "The node was low on resource: memory. Threshold quantity: 1000Gi, available: ") {
+		t.Errorf("message %q", e.Message)
+	}
+	if strings.Join(d.NodeConditions, ",") != "MemoryPressure" {
+		t.Errorf("node conditions %v", d.NodeConditions)
+	}
+}
