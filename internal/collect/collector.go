@@ -549,8 +549,15 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 	}
 	for _, ct := range w.Containers {
 		cdir := c.memRoot + ct.Cgroup
-		cm, err := readCgroupMemory(cdir, c.memVersion, false)
+		cd, err := cgroup.OpenDir(cdir)
+		var cm CgroupMemory
+		if err == nil {
+			cm, err = readCgroupMemoryAt(cd, c.memVersion, false)
+		}
 		if err != nil {
+			if cd != nil {
+				cd.Close()
+			}
 			if gone(err) {
 				continue // the container ended; the pod is still there
 			}
@@ -566,7 +573,8 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 			cs.Memory = evictionMemory(cm, now)
 		}
 		p.Containers = append(p.Containers, cs)
-		n, err := countProcs(cdir)
+		n, err := countProcsAt(cd)
+		cd.Close()
 		if err != nil && !gone(err) {
 			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
 		}

@@ -38,38 +38,48 @@ const memoryUnlimitedAbove = uint64(1) << 62
 // readCgroupMemory reads dir's memory the way cAdvisor does for the given
 // hierarchy version: usage + memory.stat, and the limit if withLimit.
 func readCgroupMemory(dir string, version int, withLimit bool) (CgroupMemory, error) {
+	d, err := cgroup.OpenDir(dir)
+	if err != nil {
+		return CgroupMemory{}, err
+	}
+	defer d.Close()
+	return readCgroupMemoryAt(d, version, withLimit)
+}
+
+// readCgroupMemoryAt is readCgroupMemory in an opened directory.
+func readCgroupMemoryAt(d *cgroup.Dir, version int, withLimit bool) (CgroupMemory, error) {
 	var m CgroupMemory
 	switch version {
 	case 1:
-		u, err := v1.ReadMemoryUsageInBytes(dir)
+		u, err := v1.ReadMemoryUsageInBytesAt(d)
 		if err != nil {
 			return m, err
 		}
-		s, err := v1.ReadMemoryStat(dir)
+		s, err := v1.ReadMemoryStatAt(d)
 		if err != nil {
 			return m, err
 		}
 		m.Usage, m.InactiveFile, m.WorkingSet = u, s.TotalInactiveFile, v1.WorkingSet(u, &s)
 		m.RSS, m.Pgfault, m.Pgmajfault = s.TotalRSS, s.Pgfault, s.Pgmajfault
 		if withLimit {
-			if m.Limit, err = v1.ReadMemoryLimitInBytes(dir); err != nil {
+			if m.Limit, err = v1.ReadMemoryLimitInBytesAt(d); err != nil {
 				return m, err
 			}
 			m.HasLimit = true
 		}
 	case 2:
-		u, err := v2.ReadMemoryCurrent(dir)
+		u, err := v2.ReadMemoryCurrentAt(d)
 		if err != nil {
 			return m, err
 		}
-		s, err := v2.ReadMemoryStat(dir)
+		s, err := v2.ReadMemoryStatAt(d)
 		if err != nil {
 			return m, err
 		}
 		m.Usage, m.InactiveFile, m.WorkingSet = u, s.InactiveFile, v2.WorkingSet(u, &s)
 		m.RSS, m.Pgfault, m.Pgmajfault = s.Anon, s.Pgfault, s.Pgmajfault
 		if withLimit {
-			if m.Limit, err = v2.ReadMemoryMax(dir); err != nil {
+			if m.Limit, err = v2.ReadMemoryMaxAt(d); err != nil {
 				return m, err
 			}
 			m.HasLimit = true
@@ -100,6 +110,11 @@ func readRootMemory(dir string, version int) (CgroupMemory, error) {
 // countProcs counts the PIDs in dir's cgroup.procs without keeping them.
 func countProcs(dir string) (uint64, error) {
 	return cgroup.ReadFile(dir, "cgroup.procs", "2.6.24", parseProcCount)
+}
+
+// countProcsAt is countProcs in an opened directory.
+func countProcsAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "cgroup.procs", "2.6.24", parseProcCount)
 }
 
 func parseProcCount(r io.Reader) (uint64, error) {

@@ -21,6 +21,11 @@ func ReadMemoryUsageInBytes(dir string) (uint64, error) {
 	return cgroup.ReadFile(dir, "memory.usage_in_bytes", memcgSince, parseMemoryUsageInBytes)
 }
 
+// ReadMemoryUsageInBytesAt is ReadMemoryUsageInBytes in an opened cgroup directory.
+func ReadMemoryUsageInBytesAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.usage_in_bytes", memcgSince, parseMemoryUsageInBytes)
+}
+
 func parseMemoryUsageInBytes(r io.Reader) (uint64, error) {
 	return cgroup.ParseSingle(r, cgroup.ParseUint)
 }
@@ -33,6 +38,11 @@ const Unlimited = 9223372036854771712
 // ReadMemoryLimitInBytes reads memory.limit_in_bytes (Unlimited when none is set).
 func ReadMemoryLimitInBytes(dir string) (uint64, error) {
 	return cgroup.ReadFile(dir, "memory.limit_in_bytes", memcgSince, parseMemoryLimitInBytes)
+}
+
+// ReadMemoryLimitInBytesAt is ReadMemoryLimitInBytes in an opened cgroup directory.
+func ReadMemoryLimitInBytesAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.limit_in_bytes", memcgSince, parseMemoryLimitInBytes)
 }
 
 func parseMemoryLimitInBytes(r io.Reader) (uint64, error) {
@@ -82,6 +92,11 @@ var memoryStatKeys = cgroup.NewKeys(
 // ReadMemoryStat reads memory.stat.
 func ReadMemoryStat(dir string) (MemoryStat, error) {
 	return cgroup.ReadFile(dir, "memory.stat", memcgSince, parseMemoryStat)
+}
+
+// ReadMemoryStatAt is ReadMemoryStat in an opened cgroup directory.
+func ReadMemoryStatAt(d *cgroup.Dir) (MemoryStat, error) {
+	return cgroup.ReadFileAt(d, "memory.stat", memcgSince, parseMemoryStat)
 }
 
 func parseMemoryStat(r io.Reader) (MemoryStat, error) {

@@ -26,9 +26,19 @@ func ReadMemoryCurrent(dir string) (uint64, error) {
 	return cgroup.ReadFile(dir, "memory.current", since, parseCounter)
 }
 
+// ReadMemoryCurrentAt is ReadMemoryCurrent in an opened cgroup directory.
+func ReadMemoryCurrentAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.current", since, parseCounter)
+}
+
 // ReadMemoryMax reads memory.max ("max" reads as cgroup.Max).
 func ReadMemoryMax(dir string) (uint64, error) {
 	return cgroup.ReadFile(dir, "memory.max", since, parseLimit)
+}
+
+// ReadMemoryMaxAt is ReadMemoryMax in an opened cgroup directory.
+func ReadMemoryMaxAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.max", since, parseLimit)
 }
 
 // ReadMemoryHigh reads memory.high ("max" reads as cgroup.Max).
@@ -85,6 +95,11 @@ var memoryStatKeys = cgroup.NewKeys(
 // ReadMemoryStat reads memory.stat.
 func ReadMemoryStat(dir string) (MemoryStat, error) {
 	return cgroup.ReadFile(dir, "memory.stat", since, parseMemoryStat)
+}
+
+// ReadMemoryStatAt is ReadMemoryStat in an opened cgroup directory.
+func ReadMemoryStatAt(d *cgroup.Dir) (MemoryStat, error) {
+	return cgroup.ReadFileAt(d, "memory.stat", since, parseMemoryStat)
 }
 
 func parseMemoryStat(r io.Reader) (MemoryStat, error) {
