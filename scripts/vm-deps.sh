@@ -5,7 +5,8 @@
 #   - Debian's cloud kernel (linux-image-*-cloud-amd64), fetched with
 #     `apt-get download` and unpacked with `dpkg -x` — never installed into
 #     /boot. The cloud kernel has the serial console, initramfs, memcg, pids,
-#     cpu, io and PSI built in, so the VM needs no modules.
+#     cpu, io and PSI built in; only zram (swap for reclaim tests) is a
+#     module, kept in .cache/vm/modules/ with the order to load them.
 #   - busybox-static, unpacked the same way into .cache/vm/busybox: the guest's
 #     /bin (sh, sleep, touch, ...) for tests that run ordinary commands.
 #   - the same kernel uncompressed (.cache/vm/vmlinux), when lz4 can unpack it.
@@ -36,7 +37,12 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >&2
 fi
 
-if [ ! -s "$kernel" ]; then
+# zram as swap for tests of memory.low/min/high reclaim: the VM has no disk,
+# and the cloud kernel builds zram, zsmalloc and lzo-rle as modules. Loaded
+# by /init in this order.
+modules=(mm/zsmalloc.ko crypto/lzo-rle.ko drivers/block/zram/zram.ko)
+
+if [ ! -s "$kernel" ] || [ ! -s "$cache/modules/order" ]; then
 	apt_update_once
 	# The meta package depends on the versioned image, e.g.
 	# linux-image-6.1.0-35-cloud-amd64 (or its -unsigned variant).
@@ -55,8 +61,14 @@ if [ ! -s "$kernel" ]; then
 	dpkg -x "$work"/*.deb "$work/root"
 	img=$(ls "$work"/root/boot/vmlinuz-* | head -n1)
 	cp "$work"/root/boot/config-* "$cache/kernel.config"
+	rm -rf "$cache/modules" && mkdir -p "$cache/modules"
+	for m in "${modules[@]}"; do
+		cp "$work"/root/lib/modules/*/kernel/"$m" "$cache/modules/"
+		basename "$m" >>"$cache/modules/order"
+	done
 	echo "$pkg" >"$cache/kernel.package"
 	cp "$img" "$kernel.tmp" && mv "$kernel.tmp" "$kernel"
+	rm -f "$cache/vmlinux" "$cache/vmlinux.unavailable" # made again from this image below
 	rm -rf "$work"
 	trap - EXIT
 	log "kernel cached at $kernel ($(cat "$cache/kernel.package"))"

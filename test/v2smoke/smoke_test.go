@@ -1,9 +1,10 @@
 // Package v2smoke proves, on a real kernel, that the cgroup v2 hierarchy the
 // VM tier provides works the way evictd relies on, whatever else exists yet:
 // limits, memory.current, memory.events (max, oom, oom_kill, high), PSI
-// triggers on a cgroup's memory.pressure, pids.max, poll on events files and
-// cgroup.kill. On the host (our memory controller is on cgroup v1) every
-// test skips with the reason; in the VM (`make test-vm`) nothing may skip.
+// triggers on a cgroup's memory.pressure, pids.max, poll on events files,
+// cgroup.kill, and memory.min/low protection under reclaim into zram swap.
+// On the host (our memory controller is on cgroup v1) every test skips with
+// the reason; in the VM (`make test-vm`) nothing may skip.
 package v2smoke
 
 import (
@@ -241,5 +242,44 @@ func TestUserland(t *testing.T) {
 	out, err := exec.Command("sh", "-c", "echo $((6*7)) | cat; sleep 0; true").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "42" {
 		t.Fatalf("sh -c ...: %q, %v; want 42 (the VM's /bin is busybox-static)", out, err)
+	}
+}
+
+// TestProtectionUnderReclaim: with swap to reclaim into, a parent's
+// memory.max forces reclaim, and the child protected by memory.min (hard) or
+// memory.low (soft, honoured while the unprotected sibling has memory to
+// give) keeps its memory while the unprotected sibling is swapped out. This is
+// the kubelet's memory QoS arithmetic meeting the kernel.
+func TestProtectionUnderReclaim(t *testing.T) {
+	root := vmtest.Cgroup2(t, "memory")
+	vmtest.Swap(t, "256M")
+	for _, knob := range []string{"memory.min", "memory.low"} {
+		t.Run(knob, func(t *testing.T) {
+			parent := vmtest.NewCgroup(t, root)
+			vmtest.WriteFile(t, parent, "cgroup.subtree_control", "+memory")
+			vmtest.WriteFile(t, parent, "memory.max", "48M")
+			protected, unprotected := filepath.Join(parent, "protected"), filepath.Join(parent, "unprotected")
+			for _, d := range []string{protected, unprotected} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vmtest.WriteFile(t, protected, knob, "24M")
+
+			vmtest.StartHelper(t, protected, "hog", "20").Ready(t, readyLimit)
+			// 20 + 40 MiB under a 48 MiB parent: at least 12 MiB must go to swap.
+			vmtest.StartHelper(t, unprotected, "hog", "40").Ready(t, readyLimit)
+
+			cur := vmtest.ReadUint(t, protected, "memory.current")
+			swapped := vmtest.ReadUint(t, protected, "memory.swap.current")
+			otherSwapped := vmtest.ReadUint(t, unprotected, "memory.swap.current")
+			if otherSwapped < 8*mebibyte {
+				t.Errorf("unprotected sibling has %.1f MiB in swap, want the reclaim (>= 8 MiB) to come from it", float64(otherSwapped)/mebibyte)
+			}
+			if swapped != 0 || cur < 20*mebibyte {
+				t.Errorf("%s=24M child: memory.current %.1f MiB, memory.swap.current %.1f MiB; want its 20 MiB kept in memory and none swapped",
+					knob, float64(cur)/mebibyte, float64(swapped)/mebibyte)
+			}
+		})
 	}
 }

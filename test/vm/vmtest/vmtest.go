@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -271,4 +272,36 @@ func ReadKeyed(t testing.TB, dir, name string) map[string]uint64 {
 		out[f[0]] = v
 	}
 	return out
+}
+
+// zramDevice is the swap device the VM's /init provides (modules loaded from
+// the Debian kernel package by scripts/vm-deps.sh).
+const zramDevice = "zram0"
+
+// Swap turns on size (e.g. "256M") of compressed-RAM swap for the rest of the
+// test, so that reclaim can push anonymous memory out: without it the VM has
+// no swap, and memory.low / memory.min / memory.high protection and
+// throttling cannot be seen in memory.current. Swap is system-wide, so tests
+// using it must not run in parallel with others. Turned off at cleanup.
+// Skips on the host (never touches the host's swap); fails in the VM if zram
+// is missing.
+func Swap(t testing.TB, size string) {
+	t.Helper()
+	Need(t, InVM(), "the VM's zram device (Swap never changes a host's swap)")
+	sys := filepath.Join("/sys/block", zramDevice)
+	_, err := os.Stat(sys)
+	Need(t, err == nil, "zram (%s: %v)", sys, err)
+	dev := "/dev/" + zramDevice
+	WriteFile(t, sys, "disksize", size)
+	t.Cleanup(func() {
+		if out, err := exec.Command("swapoff", dev).CombinedOutput(); err != nil {
+			t.Errorf("swapoff %s: %v: %s", dev, err, out)
+		}
+		WriteFile(t, sys, "reset", "1")
+	})
+	for _, args := range [][]string{{"mkswap", dev}, {"swapon", dev}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
 }

@@ -82,6 +82,11 @@ func runGuest() (*os.File, int) {
 	if err := enableControllers(); err != nil {
 		return fail(out, ctl, err)
 	}
+	if err := loadModules(); err != nil {
+		// Not fatal: only tests that need swap (vmtest.Swap) need them, and
+		// they fail in the VM when /sys/block/zram0 is missing.
+		guestLog("loading modules: %v", err)
+	}
 	if err := loopbackUp(); err != nil {
 		// Not fatal: only tests that listen on 127.0.0.1 need it, and they
 		// will say so.
@@ -168,6 +173,29 @@ func openRaw(path string) (*os.File, error) {
 // powering off does not cut the output short.
 func drain(f *os.File) {
 	_ = unix.IoctlSetInt(int(f.Fd()), unix.TCSBRK, 1)
+}
+
+// loadModules loads the modules named in guestModulesDir/order, in order.
+func loadModules() error {
+	order, err := os.ReadFile(filepath.Join(guestModulesDir, "order"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // none packed
+	}
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Fields(string(order)) {
+		f, err := os.Open(filepath.Join(guestModulesDir, name))
+		if err != nil {
+			return err
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func loopbackUp() error {

@@ -35,6 +35,9 @@
 //	EVICTD_VM_STATS    file to which one line of timings per VM is appended
 //	EVICTD_VM_BUSYBOX  static busybox installed as the guest's /bin, /usr/bin
 //	                   (default: busybox beside this binary; none if absent)
+//	EVICTD_VM_MODULES  directory of kernel modules with an "order" file that
+//	                   /init loads (default: modules/ beside this binary;
+//	                   scripts/vm-deps.sh puts zram there for swap)
 package main
 
 import (

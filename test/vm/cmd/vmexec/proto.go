@@ -10,6 +10,9 @@ const (
 	// guestOutDir is $EVICTD_VM_OUTDIR inside the guest: files a test writes
 	// there are sent back to the host over the control port.
 	guestOutDir = "/vm/out"
+	// guestModulesDir holds kernel modules and "order", the file names to
+	// load one per line.
+	guestModulesDir = "/vm/modules"
 
 	// Serial ports, in the order of qemu's -serial options.
 	ttyConsole = "/dev/ttyS0" // kernel console and /init's own log
