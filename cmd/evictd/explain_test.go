@@ -122,7 +122,7 @@ func TestExplainBadInput(t *testing.T) {
 			[]string{"badpods.json", "items[0].spec.containers[0].resources.requests.memory", "lots"}},
 		{"unknown signal in a flag", []string{"--eviction-hard", "swap.available<1Gi", "--summary", p("summary.json"), "--pods", p("pods.json")},
 			[]string{"evictionHard.swap.available", "unsupported eviction signal swap.available"}},
-		{"missing summary", []string{"--config", p("kc.yaml"), "--pods", p("pods.json")}, []string{"--summary and --pods are required"}},
+		{"missing summary", []string{"--config", p("kc.yaml"), "--pods", p("pods.json")}, []string{"--summary FILE (or --live) is required"}},
 		{"missing file", []string{"--config", p("nope.yaml"), "--summary", p("summary.json"), "--pods", p("pods.json")}, []string{"nope.yaml", "no such file"}},
 	}
 	for _, tc := range cases {
