@@ -59,7 +59,7 @@ Example:
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	imageFs := fs.Bool("dedicated-imagefs", false, "the container runtime's image filesystem is separate from the node filesystem")
