@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/load"
@@ -86,24 +85,9 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if *splitFs && !*imageFs {
 		*imageFs = true
 	}
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	source := "kubelet defaults"
-	if *configPath != "" {
-		var err error
-		if kc, err = load.KubeletConfigFile(*configPath); err != nil {
-			return fail("%v", err)
-		}
-		source = *configPath
-	}
-	if err := evFlags.Apply(kc); err != nil {
-		return fail("%v", err)
-	}
-	if len(evFlags.Set()) > 0 {
-		source += " + --" + strings.Join(evFlags.Set(), " --")
-	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+	cfg, source, err := policyConfig(*configPath, evFlags)
 	if err != nil {
-		return fail("%s: %v", source, err)
+		return fail("%v", err)
 	}
 	var summary *statsv1alpha1.Summary
 	var pods []*v1.Pod

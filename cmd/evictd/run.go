@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/load"
@@ -147,24 +145,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		*root = "/"
 	}
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	source := "kubelet defaults"
-	if *configPath != "" {
-		var err error
-		if kc, err = load.KubeletConfigFile(*configPath); err != nil {
-			return fail("%v", err)
-		}
-		source = *configPath
-	}
-	if err := evFlags.Apply(kc); err != nil {
-		return fail("%v", err)
-	}
-	if len(evFlags.Set()) > 0 {
-		source += " + --" + strings.Join(evFlags.Set(), " --")
-	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+	cfg, source, err := policyConfig(*configPath, evFlags)
 	if err != nil {
-		return fail("%s: %v", source, err)
+		return fail("%v", err)
 	}
 	var wf *workload.File
 	if *workloadsPath != "" {

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// policyConfig builds the engine's configuration the way the kubelet builds
+// its own: the config file (if any), then the eviction flags over it, then
+// defaulting and threshold parsing. source names where it came from, for
+// error messages and reports ("kubelet defaults" without a file or flags).
+// Errors are one line naming the file or flag, the field and the value.
+func policyConfig(configPath string, flags *load.EvictionFlags) (cfg policy.Config, source string, err error) {
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	source = "kubelet defaults"
+	if configPath != "" {
+		if kc, err = load.KubeletConfigFile(configPath); err != nil {
+			return policy.Config{}, "", err
+		}
+		source = configPath
+	}
+	if err := flags.Apply(kc); err != nil {
+		return policy.Config{}, "", err
+	}
+	if set := flags.Set(); len(set) > 0 {
+		source += " + --" + strings.Join(set, " --")
+	}
+	if cfg, err = policy.ConfigFromKubelet(kc); err != nil {
+		return policy.Config{}, "", &sourceError{source, err}
+	}
+	return cfg, source, nil
+}
+
+// sourceError prefixes a policy error with the config's source, so the line
+// says which file or flags the field came from.
+type sourceError struct {
+	source string
+	err    error
+}
+
+func (e *sourceError) Error() string { return e.source + ": " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
