@@ -10,7 +10,6 @@ package capture
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,7 +165,7 @@ func TestCaptureV2Files(t *testing.T) {
 	if out != "" {
 		t.Logf("captured into %s (copied to the host's $%s)", out, vmtest.EnvOutDir)
 	} else {
-		t.Log(fmt.Sprintf("all files read; set %s on the host to keep them (scripts/vm-capture.sh)", vmtest.EnvOutDir))
+		t.Logf("all files read; set %s on the host to keep them (scripts/vm-capture.sh)", vmtest.EnvOutDir)
 	}
 }
 

@@ -40,7 +40,8 @@ import (
 const EnvInVM = "EVICTD_TEST_VM"
 
 // EnvOutDir names a directory whose files the harness copies back to the
-// host's $EVICTD_VM_OUTDIR after the test binary exits.
+// host's $EVICTD_VM_OUTDIR after the test binary exits. It is set in the VM
+// only when the host sets it (scripts/vm-capture.sh does).
 const EnvOutDir = "EVICTD_VM_OUTDIR"
 
 // InVM reports whether the test runs inside the harness VM.

@@ -30,12 +30,14 @@ var controllers = []string{"memory", "pids", "cpu", "io"}
 // guestMain is /init. It never returns: it powers the VM off.
 func guestMain() {
 	start := time.Now()
-	ctl, code := runGuest()
+	ctl, code, collect := runGuest()
 	if ctl != nil {
 		ran := time.Since(start).Seconds()
 		now := float64(time.Now().UnixNano()) / 1e9
 		fmt.Fprintf(ctl, "%s %.3f %.3f %.3f %s\n", ctlTimes, uptimeSeconds()-ran, ran, now, clocksource())
-		sendOutputs(ctl)
+		if collect {
+			sendOutputs(ctl)
+		}
 		fmt.Fprintf(ctl, "%s %d\n", ctlExit, code)
 		fmt.Fprintf(ctl, "%s\n", ctlEnd)
 		drain(ctl)
@@ -53,11 +55,11 @@ func guestLog(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vmexec /init: "+format+"\n", args...)
 }
 
-// runGuest prepares the system, runs the test and returns the control port
-// and the test's exit code. Errors before the test starts are reported on the
+// runGuest prepares the system, runs the test and returns the control port,
+// the test's exit code and whether the host wants the test's output files. Errors before the test starts are reported on the
 // control port (and the output port, so that `go test` shows them).
-func runGuest() (*os.File, int) {
-	fail := func(out, ctl *os.File, err error) (*os.File, int) {
+func runGuest() (*os.File, int, bool) {
+	fail := func(out, ctl *os.File, err error) (*os.File, int, bool) {
 		guestLog("%v", err)
 		if out != nil {
 			fmt.Fprintf(out, "vmexec /init: %v\n", err)
@@ -66,7 +68,7 @@ func runGuest() (*os.File, int) {
 		if ctl != nil {
 			fmt.Fprintf(ctl, "%s %s\n", ctlError, strings.ReplaceAll(err.Error(), "\n", " "))
 		}
-		return ctl, exitHarness
+		return ctl, exitHarness, false
 	}
 	if err := mountAll(); err != nil {
 		return fail(nil, nil, err)
@@ -105,7 +107,7 @@ func runGuest() (*os.File, int) {
 		return fail(out, ctl, err)
 	}
 	drain(out)
-	return ctl, code
+	return ctl, code, j.Collect
 }
 
 func mountAll() error {
@@ -228,8 +230,10 @@ func runTest(j job, out *os.File) (int, error) {
 		"HOME=/root",
 		"TMPDIR=/tmp",
 		"EVICTD_TEST_VM=1",
-		"EVICTD_VM_OUTDIR=" + guestOutDir,
 	}, j.Env...)
+	if j.Collect {
+		env = append(env, "EVICTD_VM_OUTDIR="+guestOutDir)
+	}
 	p, err := os.StartProcess(j.Path, j.Args, &os.ProcAttr{
 		Dir:   j.Dir,
 		Env:   env,

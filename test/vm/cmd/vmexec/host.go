@@ -322,7 +322,7 @@ func writeInitramfs(dst, self, testBin string, testArgs []string, cwd, busybox, 
 	}
 	w := initramfs.NewWriter(zw)
 	guestBin := guestBinDir + "/" + filepath.Base(testBin)
-	j := job{Path: guestBin, Args: append([]string{guestBin}, testArgs...), Dir: cwd}
+	j := job{Path: guestBin, Args: append([]string{guestBin}, testArgs...), Dir: cwd, Collect: os.Getenv("EVICTD_VM_OUTDIR") != ""}
 	for _, kv := range os.Environ() {
 		for _, p := range passEnv {
 			if strings.HasPrefix(kv, p) && !strings.HasPrefix(kv, "EVICTD_VM_") && !strings.HasPrefix(kv, "EVICTD_TEST_VM=") {
@@ -472,8 +472,7 @@ func readControl(path string) (control, error) {
 func writeOutputs(files []outFile) error {
 	dir := os.Getenv("EVICTD_VM_OUTDIR")
 	if dir == "" {
-		fmt.Fprintf(os.Stderr, "vmexec: the test left %d file(s) in $EVICTD_VM_OUTDIR; set EVICTD_VM_OUTDIR on the host to keep them\n", len(files))
-		return nil
+		return fmt.Errorf("the guest sent %d file(s) that were not asked for", len(files))
 	}
 	for _, f := range files {
 		if !filepath.IsLocal(f.name) {

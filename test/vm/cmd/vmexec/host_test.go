@@ -95,6 +95,11 @@ func TestWriteOutputsStaysInside(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "s", "f")); err != nil || string(b) != "x" {
 		t.Errorf("s/f: %q, %v", b, err)
 	}
+	t.Setenv("EVICTD_VM_OUTDIR", "")
+	if err := writeOutputs([]outFile{{"f", nil}}); err == nil {
+		t.Error("files the host did not ask for: accepted")
+	}
+	t.Setenv("EVICTD_VM_OUTDIR", dir)
 	for _, bad := range []string{"../escape", "/abs", ""} {
 		if err := writeOutputs([]outFile{{bad, nil}}); err == nil {
 			t.Errorf("%q: accepted", bad)

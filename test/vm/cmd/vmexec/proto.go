@@ -38,4 +38,8 @@ type job struct {
 	Args []string // argv, Args[0] included
 	Dir  string   // working directory: the package directory, as on the host
 	Env  []string // extra environment, KEY=VALUE
+	// Collect: the host wants the files the test leaves in guestOutDir
+	// ($EVICTD_VM_OUTDIR is set on the host). Only then is the variable set
+	// in the guest and the files sent back.
+	Collect bool
 }
