@@ -3,11 +3,15 @@
 # one core) and memory (RSS, peak RSS) over 60 s with no pressure, for the
 # default wake-ups of this host and with the adaptive fast poll forced on,
 # side by side (both run at the same time). Targets: ≤ 0.5 % CPU, ≤ 30 MiB.
-# Needs root. Usage: bench/idle.sh [seconds] [cgroups]
+# With "populated" as third argument each cgroup holds one sleeping process,
+# so every workload is active and its stats are read on every synchronize
+# (empty cgroups are skipped: eviction never reads an inactive pod's stats).
+# Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 n=${2:-500}
+fill=${3:-empty}
 go build -o .cache/bench-evictd ./cmd/evictd
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
 	memroot=/sys/fs/cgroup; mode=v2
@@ -17,8 +21,9 @@ fi
 rel=/evictd-bench-idle-$$
 root=$memroot$rel
 pids=()
+sleepers=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}" "${sleepers[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	for d in "$root"/*/; do rmdir "$d" 2>/dev/null || true; done
 	rmdir "$root" 2>/dev/null || true
@@ -26,6 +31,13 @@ cleanup() {
 trap cleanup EXIT INT TERM
 mkdir "$root"
 for i in $(seq 1 "$n"); do mkdir "$root/w$i"; done
+if [ "$fill" = populated ]; then
+	for i in $(seq 1 "$n"); do
+		sleep 100000 &
+		sleepers+=($!)
+		echo $! >"$root/w$i/cgroup.procs"
+	done
+fi
 
 declare -A label
 start_one() { # name, extra flags...
@@ -44,7 +56,7 @@ sleep 5 # start-up and the first synchronizes are not idle
 declare -A t0
 for p in "${pids[@]}"; do t0[$p]=$(ticks "$p"); done
 sleep "$secs"
-printf '%-28s %10s %10s %10s\n' "evictd run ($n cgroups)" "CPU %" "RSS MiB" "peak MiB"
+printf '%-28s %10s %10s %10s\n' "evictd run ($n $fill cgroups)" "CPU %" "RSS MiB" "peak MiB"
 for p in "${pids[@]}"; do
 	t1=$(ticks "$p")
 	rss=$(awk '/VmRSS/{print $2}' "/proc/$p/status")
@@ -52,4 +64,4 @@ for p in "${pids[@]}"; do
 	awk -v l="${label[$p]}" -v d=$((t1 - t0[$p])) -v hz="$hz" -v s="$secs" -v r="$rss" -v h="$hwm" \
 		'BEGIN{printf "%-28s %10.2f %10.1f %10.1f\n", l, 100*d/hz/s, r/1024, h/1024}'
 done
-echo "CPU % = user+system time over ${secs}s after a 5 s warm-up, of one core. Targets: <= 0.5 % and <= 30 MiB."
+echo "CPU % = user+system time over ${secs}s after a 5 s warm-up, of one core. Targets: <= 0.5 % and <= 30 MiB. Load average now: $(cut -d' ' -f1-3 /proc/loadavg)."

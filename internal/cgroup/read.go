@@ -89,6 +89,16 @@ func OpenDir(path string) (*Dir, error) {
 // Close closes the directory.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
+// Nlink returns the directory's link count. kernfs counts a directory's
+// subdirectories in it: 2 links means a cgroup has no children.
+func (d *Dir) Nlink() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return 0, &fs.PathError{Op: "fstat", Path: d.Path, Err: err}
+	}
+	return uint64(st.Nlink), nil
+}
+
 // ReadFileAt is ReadFile for a file of an opened directory, with the same
 // errors (a cgroup removed since OpenDir is a *VanishedError).
 func ReadFileAt[T any](d *Dir, name, minKernel string, parse func(io.Reader) (T, error)) (T, error) {

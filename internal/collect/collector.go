@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -518,9 +517,14 @@ func cgroupStartTime(dir string) metav1.Time {
 func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.Time) (*statsapi.PodStats, error) {
 	full := !c.cfg.EvictionOnly
 	dir := c.memRoot + w.Cgroup
+	d, err := cgroup.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
 	// Eviction reads a pod's working set, never its limit (only the "pods"
 	// system container's availableBytes depends on a limit).
-	m, err := readCgroupMemory(dir, c.memVersion, full)
+	m, err := readCgroupMemoryAt(d, c.memVersion, full)
 	if err != nil {
 		return nil, err
 	}
@@ -583,7 +587,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 	if w.PodUID == "" {
 		// A plain workload has no containers; it may nest its processes in
 		// sub-cgroups of its own.
-		if procs, err = countProcsTree(dir); err != nil {
+		if procs, err = countProcsTreeAt(d); err != nil {
 			return nil, err
 		}
 	}
@@ -596,28 +600,24 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 	return p, nil
 }
 
-// countProcsTree counts the processes in dir and every cgroup below it.
-func countProcsTree(dir string) (uint64, error) {
-	n, err := countProcs(dir)
+// countProcsTreeAt counts the processes in d and every cgroup below it.
+func countProcsTreeAt(d *cgroup.Dir) (uint64, error) {
+	n, err := countProcsAt(d)
 	if err != nil {
 		return 0, err
 	}
 	// cgroupfs (kernfs) counts a directory's subdirectories in its link
-	// count: 2 links means no child cgroup, and one stat saves listing the
+	// count: 2 links means no child cgroup, and one fstat saves listing the
 	// dozens of control files.
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
+	if links, err := d.Nlink(); err == nil && links == 2 {
 		return n, nil
 	}
-	es, err := os.ReadDir(dir)
+	subs, err := subdirs(d.Path)
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range es {
-		if !e.IsDir() {
-			continue
-		}
-		k, err := countProcsTree(filepath.Join(dir, e.Name()))
+	for _, s := range subs {
+		k, err := countProcsTree(filepath.Join(d.Path, s))
 		if err != nil {
 			if gone(err) {
 				continue
@@ -627,4 +627,14 @@ func countProcsTree(dir string) (uint64, error) {
 		n += k
 	}
 	return n, nil
+}
+
+// countProcsTree counts the processes in dir and every cgroup below it.
+func countProcsTree(dir string) (uint64, error) {
+	d, err := cgroup.OpenDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	return countProcsTreeAt(d)
 }
