@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -12,10 +14,15 @@ import (
 )
 
 // BenchmarkHostObserve is what one idle synchronize reads in host mode with
-// 500 empty workload cgroups (bench/idle.sh's setup): the active workloads
-// and the eviction-only Summary. Needs root; run with -cpuprofile to see
-// where the agent's idle CPU goes.
+// 500 workload cgroups (bench/idle.sh's setup), empty or each holding a
+// sleeping process: the active workloads and the eviction-only Summary.
+// Needs root; run with -cpuprofile to see where the agent's idle CPU goes.
 func BenchmarkHostObserve(b *testing.B) {
+	b.Run("empty", func(b *testing.B) { benchmarkHostObserve(b, false) })
+	b.Run("populated", func(b *testing.B) { benchmarkHostObserve(b, true) })
+}
+
+func benchmarkHostObserve(b *testing.B, populated bool) {
 	mode := sandboxtest.NeedRoot(b)
 	sb := sandboxtest.New(b, 0)
 	for i := range 500 {
@@ -23,7 +30,17 @@ func BenchmarkHostObserve(b *testing.B) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { os.Remove(dir) })
+		b.Cleanup(func() { rmdirRetry(b, dir) })
+		if populated {
+			cmd := exec.Command("sleep", "100000")
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	h, err := NewHost(HostOptions{WorkloadRoot: sb.Parent.Rel, MemcgNotification: Off, PSI: Off, MemoryEvents: Off, FastPoll: Off})
 	if err != nil {

@@ -160,7 +160,7 @@ func syncHog(t *testing.T, h *sandboxtest.Hog) {
 	}
 }
 
-func rmdirRetry(t *testing.T, dir string) {
+func rmdirRetry(t testing.TB, dir string) {
 	t.Helper()
 	var err error
 	for range 100 {
