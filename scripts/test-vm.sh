@@ -21,6 +21,7 @@ vm_packages=(
 	./internal/notify/...      # wake-ups: memory.events, PSI triggers, cgroup.events
 	./internal/actuate/...     # cgroup.kill and friends
 	./internal/agent/          # the host wiring end to end: v2 wake-ups (fast poll, memory.events) → evict
+	./internal/collect/...     # the Summary from a real v2 kubepods tree
 )
 
 # A hard limit for the whole tier (the budget is 5 minutes; this only
