@@ -18,6 +18,7 @@ func TestMain(m *testing.M) {
 
 var (
 	needMode   = sandboxtest.NeedMode
+	needRoot   = sandboxtest.NeedRoot
 	newSandbox = sandboxtest.New
 	countFDs   = sandboxtest.CountFDs
 )
