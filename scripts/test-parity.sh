@@ -21,6 +21,9 @@
 #     one of the kubelet's outcomes.
 # Builds use the normal Go build cache: the first run compiles ~1650 packages
 # of k8s.io/kubernetes and its dependencies (minutes), later runs seconds.
+# -trimpath keeps the vendored packages' directory out of the cache keys, so
+# a clone in another folder (CI clones afresh every run) reuses that cache
+# instead of compiling Kubernetes again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -54,11 +57,11 @@ prepare
 case "${1:-}" in
 oracle)
 	shift
-	(cd "$mod" && go build -overlay "$build/overlay.json" -o "$build/kubelet-oracle" ./cmd/kubelet-oracle)
+	(cd "$mod" && go build -trimpath -overlay "$build/overlay.json" -o "$build/kubelet-oracle" ./cmd/kubelet-oracle)
 	exec "$build/kubelet-oracle" "$@"
 	;;
 -update | --update)
-	(cd "$mod" && go test -overlay "$build/overlay.json" -count=1 -run '^TestCorpus$' . -args -update)
+	(cd "$mod" && go test -trimpath -overlay "$build/overlay.json" -count=1 -run '^TestCorpus$' . -args -update)
 	echo "parity: rewrote testdata/scenarios/*.kubelet.json; review the diff before committing"
 	exit 0
 	;;
@@ -75,7 +78,7 @@ if [ -z "$bin" ]; then
 fi
 # -count=1: the simulate tests exec a binary, which the test cache cannot see.
 set +e
-(cd "$mod" && EVICTD_BIN=$bin go test -overlay "$build/overlay.json" -count=1 -v ./...) >"$build/test.log" 2>&1
+(cd "$mod" && EVICTD_BIN=$bin go test -trimpath -overlay "$build/overlay.json" -count=1 -v ./...) >"$build/test.log" 2>&1
 rc=$?
 set -e
 if [ $rc -ne 0 ]; then
