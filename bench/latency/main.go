@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
@@ -57,6 +59,7 @@ type variant struct {
 type sample struct {
 	Detect, Gone, Wake, Sync time.Duration
 	Source                   string // the deciding synchronize's trigger: "fast-poll", "memory.events", "timer", ...
+	Early                    bool   // the wake-up came before the watcher saw the crossing (Wake counted as 0)
 }
 
 // row is one variant's result. Under -rows it is printed as one JSON line
@@ -68,6 +71,40 @@ type row struct {
 	Trials  int      `json:"trials"`
 	Failed  int      `json:"failed"`
 	Samples []sample `json:"samples"`
+	// Probe is the fixed work of probe() where the row ran: host and VM
+	// side by side give the emulation's slowdown.
+	Probe probeResult `json:"probe"`
+}
+
+// probeResult is the best of a few runs of two fixed pieces of work.
+type probeResult struct {
+	CPU  time.Duration `json:"cpu"`  // sorting 1 Mi integers: plain scalar Go code
+	Read time.Duration `json:"read"` // 200 reads of /proc/meminfo: syscalls, like the agent's file reads
+}
+
+// probe times fixed work, best of three, so the table can say how much
+// slower the emulated guest is than this host, on computation and on the
+// kernel file reads a synchronize is made of.
+func probe() probeResult {
+	// Sorting, not hashing: the host's SHA instructions are emulated
+	// one by one and would overstate the slowdown for the agent's code.
+	xs := make([]int, 1<<20)
+	best := probeResult{CPU: time.Hour, Read: time.Hour}
+	for range 3 {
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range xs {
+			xs[i] = r.Int()
+		}
+		t0 := time.Now()
+		slices.Sort(xs)
+		best.CPU = min(best.CPU, time.Since(t0))
+		t0 = time.Now()
+		for range 200 {
+			os.ReadFile("/proc/meminfo")
+		}
+		best.Read = min(best.Read, time.Since(t0))
+	}
+	return best
 }
 
 // rowPrefix marks a machine-readable result line on the VM's output.
@@ -84,6 +121,7 @@ func main() {
 	vmTrials := flag.Int("vm-trials", 0, "trials in the VM (default: -trials)")
 	rows := flag.Bool("rows", false, "print results as JSON lines for a -vm host run to merge (used inside the VM)")
 	watchEvery := flag.Duration("watch", 100*time.Microsecond, "how often the crossing watcher reads the sandbox's usage (the VM run uses 1ms: a busier watcher steals the single emulated CPU from the agent)")
+	fifo := flag.Bool("watch-fifo", false, "run the watcher on its own thread at SCHED_FIFO priority (the VM run: one emulated CPU)")
 	flag.Usage = func() {
 		fmt.Fprint(os.Stderr, usage)
 		flag.PrintDefaults()
@@ -116,13 +154,18 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	tr := trialer{exe: exe, mode: mode, watchEvery: *watchEvery, where: where(mode)}
+	if *fifo {
+		// Spare Ps, so the watcher's thread gets one back at once when
+		// its sleep ends, even while the agent and the fast poll run.
+		runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0)))
+	}
+	tr := trialer{exe: exe, mode: mode, watchEvery: *watchEvery, fifo: *fifo, where: where(mode)}
 	vmArgs := func(extra ...string) []string {
 		n := *vmTrials
 		if n == 0 {
 			n = *trials
 		}
-		return append([]string{exe, "-rows", "-variants", "wakeup", "-trials", strconv.Itoa(n), "-watch", "1ms"}, extra...)
+		return append([]string{exe, "-rows", "-variants", "wakeup", "-trials", strconv.Itoa(n), "-watch", "1ms", "-watch-fifo"}, extra...)
 	}
 	if *oomMode {
 		var out []oomRow
@@ -296,11 +339,12 @@ type trialer struct {
 	exe        string
 	mode       sandbox.Mode
 	watchEvery time.Duration
+	fifo       bool // watcher at real-time priority (see watch)
 	where      string
 }
 
 func (t trialer) runVariant(v variant, trials int) row {
-	r := row{Name: v.name, Where: t.where, Trials: trials}
+	r := row{Name: v.name, Where: t.where, Trials: trials, Probe: probe()}
 	before := loadavg()
 	var mu sync.Mutex
 	sem := make(chan struct{}, v.parallel)
@@ -362,20 +406,44 @@ func printLatency(rows []row) {
 	}
 	fmt.Println("detect = crossing (seen by a watcher reading usage every 0.1 ms on the host, 1 ms in the VM) → decision;")
 	fmt.Println("wake = crossing → the wake-up; gone = crossing → the workload's cgroup is empty (SIGTERM, 1 s hard-eviction grace).")
-	for _, r := range rows {
-		if strings.HasPrefix(r.Where, "qemu") {
-			fmt.Println("The VM row runs under software emulation (TCG): the guest's CPU is several times slower than this host's")
-			fmt.Println("(compare wake→decision), so its numbers are an upper bound for a real cgroup v2 host.")
-			break
+	var host, vm *row
+	for i := range rows {
+		if strings.HasPrefix(rows[i].Where, "qemu") {
+			vm = &rows[i]
+		} else if host == nil && rows[i].Probe.CPU > 0 {
+			host = &rows[i]
 		}
 	}
+	if vm == nil {
+		return
+	}
+	fmt.Println("The VM row runs under software emulation (TCG), slower than this host, so its numbers are an upper bound")
+	fmt.Println("for a real cgroup v2 host.")
+	if host != nil && host.Probe.CPU > 0 && host.Probe.Read > 0 {
+		sync := func(r *row) time.Duration {
+			return pct(pick(r.Samples, func(s sample) time.Duration { return s.Sync }), 50)
+		}
+		fmt.Printf("Emulation slowdown, VM ÷ host (best of 3): sorting 1 Mi ints %s ÷ %s = ×%.1f; 200 reads of /proc/meminfo %s ÷ %s = ×%.1f",
+			ms(vm.Probe.CPU), ms(host.Probe.CPU), ratio(vm.Probe.CPU, host.Probe.CPU),
+			ms(vm.Probe.Read), ms(host.Probe.Read), ratio(vm.Probe.Read, host.Probe.Read))
+		if a, b := sync(vm), sync(host); a > 0 && b > 0 {
+			fmt.Printf("; a synchronize (wake→decision p50) ×%.0f", ratio(a, b))
+		}
+		fmt.Println(".")
+	}
 }
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(1, b)) }
 
 // sources counts the deciding synchronizes' triggers.
 func sources(ss []sample) string {
 	n := map[string]int{}
+	early := 0
 	for _, s := range ss {
 		n[s.Source]++
+		if s.Early {
+			early++
+		}
 	}
 	keys := make([]string, 0, len(n))
 	for k := range n {
@@ -388,6 +456,9 @@ func sources(ss []sample) string {
 	}
 	if len(parts) == 0 {
 		return "no trials"
+	}
+	if early > 0 {
+		parts = append(parts, fmt.Sprintf("%d woken before the watcher saw the crossing", early))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -473,7 +544,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	go func() { cmd.Wait(); close(hogDone) }()
 	defer func() { cmd.Process.Kill(); <-hogDone }()
 	crossed := make(chan time.Time, 1)
-	go watch(ctx, sb, cross, t.watchEvery, crossed)
+	go watch(ctx, sb, cross, t.watchEvery, t.fifo, crossed)
 	var crossT time.Time
 	select {
 	case crossT = <-crossed:
@@ -490,14 +561,21 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			if r.Trigger.Reason != "wake" {
 				src = r.Trigger.Reason
 			}
-			s := sample{Detect: r.Time.Sub(crossT), Wake: r.Trigger.At.Sub(crossT), Sync: r.TriggerToDecision, Source: src}
+			// The decision is made when the engine's Step (and the
+			// wake-ups' re-arming) is done: the trigger plus the agent's
+			// own TriggerToDecision. (Record.Time is earlier: when the
+			// Summary was taken.)
+			decided := r.Trigger.At.Add(r.TriggerToDecision)
+			s := sample{Detect: decided.Sub(crossT), Wake: r.Trigger.At.Sub(crossT), Sync: r.TriggerToDecision, Source: src}
 			for _, a := range r.Actions {
 				if a.Result != nil {
-					s.Gone = r.Time.Add(a.Result.Took).Sub(crossT)
+					s.Gone = decided.Add(a.Result.Took).Sub(crossT)
 				}
 			}
-			// Within the watcher's resolution the decision (or wake-up)
-			// can come first: count it as 0.
+			// A wake-up within the watcher's resolution can come first
+			// (the fast poll read usage just after the watcher did):
+			// counted as 0, and counted (Early) so the table shows it.
+			s.Early = s.Wake < 0
 			s.Detect, s.Wake = max(0, s.Detect), max(0, s.Wake)
 			k, _ := sb.OOMKills(sb.Parent)
 			k2, _ := sb.OOMKills(c)
@@ -619,20 +697,41 @@ func q(b int64) string {
 }
 
 // watch reads the sandbox's usage every few moments (every) and reports
-// when it first reaches the crossing point.
-func watch(ctx context.Context, sb *sandbox.Sandbox, at int64, every time.Duration, crossed chan<- time.Time) {
+// when it first reaches the crossing point. With fifo (the VM run) it reads
+// from its own OS thread at real-time priority, sleeping in the kernel:
+// on the guest's single emulated CPU an ordinary goroutine waits behind
+// the agent's synchronize and sees the crossing late, which would make
+// evictd look faster than it is.
+func watch(ctx context.Context, sb *sandbox.Sandbox, at int64, every time.Duration, fifo bool, crossed chan<- time.Time) {
 	file := filepath.Join(sb.Parent.Memory, "memory.usage_in_bytes")
 	if sb.Mode == sandbox.V2 {
 		file = filepath.Join(sb.Parent.Memory, "memory.current")
 	}
+	if fifo {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "latency: watcher at real-time priority:", err)
+		}
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64)
+	ts := unix.NsecToTimespec(every.Nanoseconds())
 	for ctx.Err() == nil {
-		b, err := os.ReadFile(file)
+		n, err := unix.Pread(int(f.Fd()), buf, 0)
 		if err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v >= at {
+			if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil && v >= at {
 				crossed <- time.Now()
 				return
 			}
 		}
-		time.Sleep(every)
+		if fifo {
+			unix.Nanosleep(&ts, nil)
+		} else {
+			time.Sleep(every)
+		}
 	}
 }
