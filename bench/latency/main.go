@@ -518,7 +518,9 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	recs := make(chan agent.Record, 16)
 	var logs bytes.Buffer
 	h, err := agent.NewHost(agent.HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
-		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Log:// Info: one line per state change, so a failed
+		// trial's error says what the agent saw and did.
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri,
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
