@@ -516,7 +516,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 		psi = agent.On
 	}
 	recs := make(chan agent.Record, 16)
-	var logs bytes.Buffer
+	var logs lockedBuffer // the agent writes while a failing trial reads
 	h, err := agent.NewHost(agent.HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
 		Log:// Info: one line per state change, so a failed
 		// trial's error says what the agent saw and did.
@@ -601,11 +601,29 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 				continue
 			case <-time.After(15 * time.Second):
 			}
-			return sample{}, false, fmt.Errorf("the hog exited by itself (no OOM kill, no eviction record within 15 s)")
+			return sample{}, false, fmt.Errorf("the hog exited by itself (no OOM kill, no eviction record within 15 s); agent log: %s", logs.String())
 		case <-ctx.Done():
 			return sample{}, false, fmt.Errorf("no eviction within 30 s: %s", logs.String())
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // oomRow is one cell of the OOM-avoidance table.
