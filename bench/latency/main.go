@@ -601,7 +601,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 				continue
 			case <-time.After(15 * time.Second):
 			}
-			return sample{}, false, fmt.Errorf("the hog exited by itself (no OOM kill, no eviction record within 15 s); agent log: %s", logs.String())
+			return sample{}, false, fmt.Errorf("the hog exited by itself (%v; no OOM kill, no eviction record within 15 s); agent log: %s", cmd.ProcessState, logs.String())
 		case <-ctx.Done():
 			return sample{}, false, fmt.Errorf("no eviction within 30 s: %s", logs.String())
 		}
