@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh — every benchmark script of bench/, one after the other, each
-# printing its own table (`make bench` calls this). About 10 minutes in all.
+# printing its own table (`make bench` calls this). About 25 minutes in all.
 #
 #   policy   bench/policy.sh    Engine.Step per synchronize, 110 and 1,000 pods
 #                                (no root; ≈ 1–2 min)
@@ -8,7 +8,7 @@
 #                                and eviction-only Summary of 100 pods × 3 containers
 #                                (root, cgroup v1 memory controller; ≈ 1–2 min)
 #   agent    bench/agent.sh     detection latency, OOM avoidance, idle cost with
-#                                500 cgroups (root; ≈ 6 min)
+#                                500 cgroups; v2 rows in the qemu VM (root; ≈ 20 min)
 #
 # Usage: bench/run.sh [policy] [collect] [agent]   (default: all three)
 # The load average is printed before each: timings on a shared, loaded
