@@ -12,23 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/evictd/evictd/internal/host"
 )
 
 // NotSupportedError says that this kernel does not provide a file: the cgroup
 // directory exists but the file does not. MinKernel names the first kernel
 // that has it (or the config option that enables it), so the user can tell an
-// old kernel from a broken setup.
-type NotSupportedError struct {
-	Path      string // the file that is missing
-	MinKernel string // e.g. "5.19" or "4.20 with CONFIG_PSI"
-}
-
-func (e *NotSupportedError) Error() string {
-	return fmt.Sprintf("%s: not supported by this kernel (needs Linux %s or later)", e.Path, e.MinKernel)
-}
-
-// Is makes errors.Is(err, errors.ErrUnsupported) true.
-func (e *NotSupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+// old kernel from a broken setup. errors.Is(err, errors.ErrUnsupported) is
+// true. It is the host readers' type: one error for every kernel file.
+type NotSupportedError = host.NotSupportedError
 
 // VanishedError says the cgroup itself went away (its directory is gone or
 // the kernel returned ENODEV while reading): the workload ended. Callers skip
@@ -49,20 +42,9 @@ func (e *VanishedError) Unwrap() error { return e.Err }
 func (e *VanishedError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // ParseError says a kernel file had content we could not read: it names the
-// file, the 1-based line and the offending token.
-type ParseError struct {
-	Path  string
-	Line  int
-	Token string
-	Err   error
-}
-
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("%s:%d: bad token %q: %v", e.Path, e.Line, e.Token, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *ParseError) Unwrap() error { return e.Err }
+// file, the 1-based line and the offending token. It is the host readers'
+// type, so a caller handles /proc and cgroupfs parse errors alike.
+type ParseError = host.ParseError
 
 // IsVanished reports whether err says that a cgroup went away.
 func IsVanished(err error) bool {

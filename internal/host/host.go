@@ -13,8 +13,8 @@ import (
 	"os"
 )
 
-// ParseError says a /proc file had content we could not read: it names the
-// file, the 1-based line and the offending token.
+// ParseError says a kernel file (/proc, cgroupfs) had content we could not
+// read: it names the file, the 1-based line and the offending token.
 type ParseError struct {
 	Path  string
 	Line  int
