@@ -343,35 +343,48 @@ type trialer struct {
 	where      string
 }
 
-func (t trialer) runVariant(v variant, trials int) row {
-	r := row{Name: v.name, Where: t.where, Trials: trials, Probe: probe()}
-	before := loadavg()
-	var mu sync.Mutex
+// forTrials runs fn for trials 0..n-1, at most v.parallel at a time, and
+// returns when all have ended.
+func (v variant) forTrials(n int, fn func(i int)) {
 	sem := make(chan struct{}, v.parallel)
 	var wg sync.WaitGroup
-	for i := 0; i < trials; i++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			phase := v.phase
-			if !v.wakeups {
-				// A random phase against the 10 s tick, as a real crossing has.
-				phase = 300*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Second)))
-			}
-			s, _, err := t.run(v.wakeups, phase, i, limit, threshold, hogRamp, crossAt)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				r.Failed++
-				fmt.Fprintf(os.Stderr, "  %s trial %d: %v\n", v.name, i, err)
-				return
-			}
-			r.Samples = append(r.Samples, s)
+			fn(i)
 		}(i)
 	}
 	wg.Wait()
+}
+
+// trialPhase is when in the trial the hog starts: the variant's fixed phase
+// with kernel wake-ups, and for the polling variant a random phase against
+// the 10 s tick, as a real crossing has.
+func (v variant) trialPhase() time.Duration {
+	if v.wakeups {
+		return v.phase
+	}
+	return 300*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Second)))
+}
+
+func (t trialer) runVariant(v variant, trials int) row {
+	r := row{Name: v.name, Where: t.where, Trials: trials, Probe: probe()}
+	before := loadavg()
+	var mu sync.Mutex
+	v.forTrials(trials, func(i int) {
+		s, _, err := t.run(v.wakeups, v.trialPhase(), i, limit, threshold, hogRamp, crossAt)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			r.Failed++
+			fmt.Fprintf(os.Stderr, "  %s trial %d: %v\n", v.name, i, err)
+			return
+		}
+		r.Samples = append(r.Samples, s)
+	})
 	r.Load = before + " → " + loadavg()
 	return r
 }
@@ -651,33 +664,20 @@ func (t trialer) runOOM(v variant, trials int, scale float64) []oomRow {
 		r := oomRow{Name: v.name, Where: t.where, Limit: limitB, Headroom: headroom, Peak: peak, Rate: rate}
 		before := loadavg()
 		var mu sync.Mutex
-		sem := make(chan struct{}, v.parallel)
-		var wg sync.WaitGroup
-		for i := 0; i < trials; i++ {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(i int) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				phase := v.phase
-				if !v.wakeups {
-					phase = 300*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Second)))
-				}
-				_, first, err := t.run(v.wakeups, phase, i, limitB, q(headroom), fmt.Sprintf("ramp %s %s; hold", q(peak), q(rate)), limitB-headroom)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err != nil:
-					r.Failed++
-					fmt.Fprintf(os.Stderr, "  %s @%s/s trial %d: %v\n", v.name, q(rate), i, err)
-				case first:
-					r.OOM++
-				default:
-					r.OK++
-				}
-			}(i)
-		}
-		wg.Wait()
+		v.forTrials(trials, func(i int) {
+			_, first, err := t.run(v.wakeups, v.trialPhase(), i, limitB, q(headroom), fmt.Sprintf("ramp %s %s; hold", q(peak), q(rate)), limitB-headroom)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				r.Failed++
+				fmt.Fprintf(os.Stderr, "  %s @%s/s trial %d: %v\n", v.name, q(rate), i, err)
+			case first:
+				r.OOM++
+			default:
+				r.OK++
+			}
+		})
 		r.Load = before + " → " + loadavg()
 		out = append(out, r)
 	}
