@@ -24,7 +24,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,7 +38,24 @@ import (
 const (
 	EnvScript  = "EVICTD_HOG_SCRIPT"
 	EnvCgroups = "EVICTD_HOG_CGROUPS" // ":"-separated cgroup directories to join first
+	// EnvLifeline names the descriptor of the read end of a pipe whose
+	// write end only the starting process holds: EOF on it means that
+	// process has exited, and the hog exits too.
+	EnvLifeline = "EVICTD_HOG_LIFELINE"
 )
+
+// lifelineFD is where the child finds the lifeline's read end: the first
+// of exec.Cmd.ExtraFiles.
+const lifelineFD = 3
+
+// lifeline is this process's pipe: it holds the write end until it exits,
+// so every hog it started reads EOF exactly when the process (not one of
+// its threads) is gone.
+var lifeline struct {
+	once sync.Once
+	r, w *os.File
+	err  error
+}
 
 // Step is one parsed script step.
 type Step struct {
@@ -93,14 +112,53 @@ func ParseScript(s string) ([]Step, error) {
 }
 
 // Command returns a command that runs exe as a hog in the given cgroup
-// directories. exe is usually os.Executable().
+// directories. exe is usually os.Executable(). The hog exits when the
+// process that started it exits, however it ends (a crash or SIGKILL
+// included), so a demo or test that dies leaves no hog behind.
+//
+// That is done with a pipe, not Pdeathsig: the kernel sends the parent-death
+// signal when the *thread* that forked the child exits, and the Go runtime
+// ends a thread whenever a goroutine locked to it returns (go.dev/issue/27505).
+// The benchmark's real-time watcher did exactly that, and its hogs were
+// SIGKILLed mid-trial with no OOM kill and no eviction to explain it.
 func Command(exe, script string, cgroupDirs ...string) *exec.Cmd {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), EnvScript+"="+script, EnvCgroups+"="+strings.Join(cgroupDirs, ":"))
+	lifeline.once.Do(func() { lifeline.r, lifeline.w, lifeline.err = os.Pipe() })
+	if lifeline.err == nil {
+		// os.Pipe's descriptors are close-on-exec: the child gets only the
+		// read end, as fd 3, and no other child gets either end.
+		cmd.ExtraFiles = []*os.File{lifeline.r}
+		cmd.Env = append(cmd.Env, EnvLifeline+"="+strconv.Itoa(lifelineFD))
+	}
 	// Its own process group, so that a Ctrl-C on the terminal reaches the
 	// parent only and the parent decides how the hogs end.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
+}
+
+// watchLifeline exits the hog once the lifeline's write end is closed,
+// that is, once the process that started it has exited. It returns the
+// lifeline, for the hog's own children (forkloop) to watch too.
+func watchLifeline(fd string) *os.File {
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 0 {
+		fmt.Fprintf(os.Stderr, "hog: %s=%q is not a descriptor\n", EnvLifeline, fd)
+		os.Exit(2)
+	}
+	f := os.NewFile(uintptr(n), "lifeline")
+	go func() {
+		var b [1]byte
+		for {
+			// Nothing is ever written: a read returns only at EOF, or
+			// with an error if the descriptor is not a pipe after all.
+			if _, err := f.Read(b[:]); err != nil {
+				fmt.Fprintln(os.Stderr, "hog: the process that started me has exited; exiting")
+				os.Exit(4)
+			}
+		}
+	}()
+	return f
 }
 
 // MaybeRun runs the hog and exits if EnvScript is set; otherwise it returns.
@@ -110,7 +168,11 @@ func MaybeRun() {
 	if !ok {
 		return
 	}
-	if err := run(script, os.Getenv(EnvCgroups)); err != nil {
+	var life *os.File
+	if fd, ok := os.LookupEnv(EnvLifeline); ok {
+		life = watchLifeline(fd)
+	}
+	if err := run(script, os.Getenv(EnvCgroups), life); err != nil {
 		fmt.Fprintln(os.Stderr, "hog:", err)
 		os.Exit(2)
 	}
@@ -119,7 +181,7 @@ func MaybeRun() {
 
 const pageSize = 4096
 
-func run(script, cgroups string) error {
+func run(script, cgroups string, lifeline *os.File) error {
 	steps, err := ParseScript(script)
 	if err != nil {
 		return err
@@ -194,6 +256,9 @@ func run(script, cgroups string) error {
 			for {
 				c := exec.Command(exe)
 				c.Env = append(os.Environ(), EnvScript+"=hold", EnvCgroups+"=")
+				if lifeline != nil {
+					c.ExtraFiles = []*os.File{lifeline} // the same fd number, as EnvLifeline says
+				}
 				if err := c.Start(); err != nil {
 					time.Sleep(time.Millisecond) // killed or out of pids: keep trying
 					continue
