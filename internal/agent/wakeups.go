@@ -189,7 +189,7 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		}
 		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
 		usageThr := notify.UsageThreshold(capacity, thr, inactive)
-		rebuilt, err := m.Update(now, usageThr)
+		rebuilt, err := m.Update(now, usageThr, int64(*ms.UsageBytes))
 		if err != nil {
 			w.failOnce("memcg-threshold "+key, err)
 		} else if rebuilt && !ok {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,13 @@ const DefaultRefreshInterval = 10 * time.Second
 // usageAttribute is the memcg v1 counter the kubelet watches.
 const usageAttribute = "memory.usage_in_bytes"
 
-// UsageThreshold converts a working-set eviction threshold into the usage
-// threshold registered with the kernel, as the kubelet's UpdateThreshold does:
+// StaleRefreshInterval bounds how often a stale registration (see Update)
+// is rebuilt before RefreshInterval: each rebuild costs ≈ 19 ms of kernel
+// time, and a stream of page cache can make one stale again and again.
+const StaleRefreshInterval = time.Second
+
+// UsageThreshold converts a working-set eviction threshold into a usage
+// threshold, as the kubelet's UpdateThreshold does:
 //
 //	capacity - evictionThreshold + inactiveFile
 //
@@ -29,14 +35,28 @@ const usageAttribute = "memory.usage_in_bytes"
 // workingSet of the watched cgroup. memcg counts reclaimable page cache in
 // usage, so without the inactive_file term the notifier would fire on page
 // cache churn instead of on working-set pressure.
+//
+// The eviction threshold is met when available < evictionThreshold, that
+// is when usage goes *above* this value; MemcgThreshold wakes exactly then.
 func UsageThreshold(capacity, evictionThreshold, inactiveFile int64) int64 {
 	return capacity - evictionThreshold + inactiveFile
 }
 
 // MemcgThreshold is a cgroup v1 memory usage threshold notifier for one
 // cgroup (the memory hierarchy root for memory.available, the pods' parent
-// for allocatableMemory.available). The kernel signals its eventfd every time
-// memory.usage_in_bytes crosses the threshold, in either direction.
+// for allocatableMemory.available). It wakes the sink when
+// memory.usage_in_bytes goes above the usage threshold, and again when it
+// falls back to it or below.
+//
+// The kernel keeps a registered value in whole pages, rounded down, and
+// signals it once usage reaches it, while the kubelet's threshold is strict
+// (available < threshold). The kubelet registers UsageThreshold as it is,
+// so its eventfd can fire up to a page before the threshold is met, and a
+// usage that stops on that page wakes a synchronize that finds nothing met;
+// no event follows until usage falls back, and the 10 s tick decides.
+// evictd registers the first page above UsageThreshold, the first usage at
+// which the threshold is met. (The benchmark's first trial landed on that
+// page every time; a real ramp, checked every 128 page events, seldom does.)
 type MemcgThreshold struct {
 	name string // what the threshold stands for, e.g. "memory.available"
 	dir  string // the memory cgroup directory
@@ -49,7 +69,7 @@ type MemcgThreshold struct {
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
 	token     int32
-	threshold int64
+	threshold int64 // the usage threshold (the kernel holds firstPageAbove of it)
 	lastBuilt time.Time
 	closed    bool
 }
@@ -70,45 +90,63 @@ func (m *MemcgThreshold) Threshold() int64 {
 	return m.threshold
 }
 
-// Update registers usageThreshold unless a registration was built less than
-// RefreshInterval before now (then it does nothing and returns false). The
-// kubelet rate-limits the same way, so a loop woken often does not churn
-// eventfds. A threshold equal to the registered one is kept.
-func (m *MemcgThreshold) Update(now time.Time, usageThreshold int64) (rebuilt bool, err error) {
+// Update registers usageThreshold, given usage, the cgroup's
+// memory.usage_in_bytes in the Summary that usageThreshold was computed
+// from (the one the caller just decided on). It does nothing and returns
+// false when a registration was built less than RefreshInterval before now
+// (the kubelet rate-limits the same way, so a loop woken often does not
+// churn eventfds) or when the threshold is unchanged.
+//
+// Two cases are not left to the refresh:
+//   - A stale registration — usage is above the registered threshold but
+//     not above the new one: inactive_file shrank since it was built, so
+//     the kernel fired (or the usage was already past it) while the working
+//     set was below the eviction threshold, and no upward event comes until
+//     usage falls back. It is rebuilt after StaleRefreshInterval.
+//   - A crossing while registering: the usage is read again once the new
+//     registration is in place, and if it has crossed usageThreshold since
+//     the Summary the sink is woken at once, as the kernel would have.
+func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (rebuilt bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return false, ErrClosed
 	}
-	if m.eventfd >= 0 && now.Sub(m.lastBuilt) < m.RefreshInterval {
+	registered := m.eventfd >= 0
+	interval := m.RefreshInterval
+	if registered && usage > m.threshold && usage <= usageThreshold {
+		interval = min(interval, StaleRefreshInterval)
+	}
+	if registered && now.Sub(m.lastBuilt) < interval {
 		return false, nil
 	}
 	m.lastBuilt = now
-	if m.eventfd >= 0 && usageThreshold == m.threshold {
+	if registered && usageThreshold == m.threshold {
 		return false, nil
 	}
-	if err := m.rebuildLocked(usageThreshold); err != nil {
+	if err := m.rebuildLocked(usageThreshold, usage); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// Rebuild registers usageThreshold now, ignoring the rate limit.
-func (m *MemcgThreshold) Rebuild(usageThreshold int64) error {
+// Rebuild registers usageThreshold now, ignoring the rate limit; usage is
+// as for Update.
+func (m *MemcgThreshold) Rebuild(usageThreshold, usage int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
-	return m.rebuildLocked(usageThreshold)
+	return m.rebuildLocked(usageThreshold, usage)
 }
 
-func (m *MemcgThreshold) rebuildLocked(threshold int64) error {
+func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 	if threshold <= 0 {
 		return fmt.Errorf("memcg threshold for %s in %s: %d bytes is not positive", m.name, m.dir, threshold)
 	}
 	m.unregisterLocked()
-	efd, err := registerMemcgThreshold(m.dir, threshold)
+	efd, now, err := registerMemcgThreshold(m.dir, firstPageAbove(threshold))
 	if err != nil {
 		return err
 	}
@@ -122,7 +160,22 @@ func (m *MemcgThreshold) rebuildLocked(threshold int64) error {
 		return err
 	}
 	m.eventfd, m.token, m.threshold = efd, tok, threshold
+	if now >= 0 && (now > threshold) != (usage > threshold) {
+		// Crossed between the Summary and the registration: the kernel
+		// will not signal a crossing that happened before it knew the value.
+		m.sink.Wake(Wake{Source: src, At: time.Now()})
+	}
 	return nil
+}
+
+// pageSize is the unit the kernel counts memcg usage and thresholds in.
+var pageSize = int64(unix.Getpagesize())
+
+// firstPageAbove is the smallest whole number of pages, in bytes, above
+// usageThreshold: the value the kernel must hold so that it signals exactly
+// when usage > usageThreshold.
+func firstPageAbove(usageThreshold int64) int64 {
+	return (usageThreshold/pageSize + 1) * pageSize
 }
 
 func (m *MemcgThreshold) unregisterLocked() {
@@ -150,32 +203,55 @@ var ErrNoEventControl = errors.New("no cgroup.event_control (not a cgroup v1 mem
 
 // registerMemcgThreshold performs the kernel protocol: open the watched
 // attribute and cgroup.event_control, create an eventfd, write
-// "<eventfd> <watchfd> <bytes>", and close everything but the eventfd.
-func registerMemcgThreshold(dir string, threshold int64) (int, error) {
+// "<eventfd> <watchfd> <bytes>", and close everything but the eventfd. It
+// returns the eventfd and the usage read once the registration is in place
+// (-1 if that read failed: the caller then sees no crossing to report).
+func registerMemcgThreshold(dir string, value int64) (efd int, usage int64, err error) {
 	control := filepath.Join(dir, "cgroup.event_control")
-	watchfd, err := openRetry(filepath.Join(dir, usageAttribute), unix.O_RDONLY|unix.O_CLOEXEC)
+	attr := filepath.Join(dir, usageAttribute)
+	watchfd, err := openRetry(attr, unix.O_RDONLY|unix.O_CLOEXEC)
 	if err != nil {
-		return -1, fmt.Errorf("memcg threshold: open %s: %w", filepath.Join(dir, usageAttribute), err)
+		return -1, 0, fmt.Errorf("memcg threshold: open %s: %w", attr, err)
 	}
 	defer unix.Close(watchfd)
 	controlfd, err := openRetry(control, unix.O_WRONLY|unix.O_CLOEXEC)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return -1, fmt.Errorf("memcg threshold: %s: %w", dir, ErrNoEventControl)
+			return -1, 0, fmt.Errorf("memcg threshold: %s: %w", dir, ErrNoEventControl)
 		}
-		return -1, fmt.Errorf("memcg threshold: open %s: %w", control, err)
+		return -1, 0, fmt.Errorf("memcg threshold: open %s: %w", control, err)
 	}
 	defer unix.Close(controlfd)
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return -1, fmt.Errorf("memcg threshold: eventfd: %w", err)
+		return -1, 0, fmt.Errorf("memcg threshold: eventfd: %w", err)
 	}
-	line := strconv.Itoa(efd) + " " + strconv.Itoa(watchfd) + " " + strconv.FormatInt(threshold, 10)
+	line := strconv.Itoa(efd) + " " + strconv.Itoa(watchfd) + " " + strconv.FormatInt(value, 10)
 	if _, err := writeRetry(controlfd, []byte(line)); err != nil {
 		unix.Close(efd)
-		return -1, fmt.Errorf("memcg threshold: write %q to %s: %w", line, control, err)
+		return -1, 0, fmt.Errorf("memcg threshold: write %q to %s: %w", line, control, err)
 	}
-	return efd, nil
+	return efd, preadUsage(watchfd), nil
+}
+
+// preadUsage reads memory.usage_in_bytes through an open descriptor; -1 if
+// it cannot.
+func preadUsage(fd int) int64 {
+	var buf [32]byte
+	for {
+		n, err := unix.Pread(fd, buf[:], 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return -1
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
 }
 
 func openRetry(path string, flags int) (int, error) {

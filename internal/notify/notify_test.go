@@ -71,6 +71,17 @@ func TestUsageThreshold(t *testing.T) {
 	}
 }
 
+func TestFirstPageAbove(t *testing.T) {
+	ps := pageSize
+	for _, c := range []struct{ in, want int64 }{
+		{0, ps}, {1, ps}, {ps - 1, ps}, {ps, 2 * ps}, {100*ps + 7, 101 * ps},
+	} {
+		if got := firstPageAbove(c.in); got != c.want {
+			t.Errorf("firstPageAbove(%d) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
 func usage(t *testing.T, dir string) int64 {
 	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
 	if err != nil {
@@ -101,8 +112,9 @@ func TestMemcgThresholdWakesBothWays(t *testing.T) {
 	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
 	defer m.Close()
 	const mi = 1 << 20
-	thr := usage(t, s.Parent.Memory) + 50*mi
-	if rebuilt, err := m.Update(time.Now(), thr); err != nil || !rebuilt {
+	u := usage(t, s.Parent.Memory)
+	thr := u + 50*mi
+	if rebuilt, err := m.Update(time.Now(), thr, u); err != nil || !rebuilt {
 		t.Fatalf("Update: rebuilt=%v err=%v", rebuilt, err)
 	}
 	h := startHog(t, "alloc 100Mi; sleep 300ms; crash", c)
@@ -127,19 +139,32 @@ func TestMemcgThresholdRebuildNoLeak(t *testing.T) {
 	m := NewMemcgThreshold(p, NewWaker(), "memory.available", s.Parent.Memory)
 	defer m.Close()
 	t0 := time.Unix(1000, 0)
-	if rebuilt, err := m.Update(t0, 1<<30); err != nil || !rebuilt {
+	u := usage(t, s.Parent.Memory) // an empty cgroup: well below 1 GiB
+	if rebuilt, err := m.Update(t0, 1<<30, u); err != nil || !rebuilt {
 		t.Fatalf("first Update: rebuilt=%v err=%v", rebuilt, err)
 	}
-	if rebuilt, _ := m.Update(t0.Add(9*time.Second), 2<<30); rebuilt {
+	if rebuilt, _ := m.Update(t0.Add(9*time.Second), 2<<30, u); rebuilt {
 		t.Fatal("rebuilt within the 10 s refresh interval")
 	}
-	if rebuilt, _ := m.Update(t0.Add(11*time.Second), 2<<30); !rebuilt || m.Threshold() != 2<<30 {
+	if rebuilt, _ := m.Update(t0.Add(11*time.Second), 2<<30, u); !rebuilt || m.Threshold() != 2<<30 {
 		t.Fatalf("not rebuilt after the refresh interval (threshold %d)", m.Threshold())
+	}
+	// Stale: the usage is past the registered threshold but not past the
+	// new one (inactive_file shrank). Rebuilt after 1 s, not 10 s.
+	if rebuilt, _ := m.Update(t0.Add(11*time.Second+500*time.Millisecond), 3<<30, 2<<30+1); rebuilt {
+		t.Fatal("a stale registration was rebuilt within StaleRefreshInterval")
+	}
+	if rebuilt, _ := m.Update(t0.Add(12*time.Second+100*time.Millisecond), 3<<30, 2<<30+1); !rebuilt || m.Threshold() != 3<<30 {
+		t.Fatalf("a stale registration was not rebuilt after StaleRefreshInterval (threshold %d)", m.Threshold())
+	}
+	// Past both (met): nothing is stale, the 10 s limit holds.
+	if rebuilt, _ := m.Update(t0.Add(14*time.Second), 4<<30, 5<<30); rebuilt {
+		t.Fatal("rebuilt within the refresh interval while the threshold is met")
 	}
 	before := countFDs(t)
 	start := time.Now()
 	for i := 0; i < 1000; i++ {
-		if err := m.Rebuild(int64(1<<30 + i*4096)); err != nil {
+		if err := m.Rebuild(int64(1<<30+i*4096), u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,6 +174,97 @@ func TestMemcgThresholdRebuildNoLeak(t *testing.T) {
 	t.Logf("1,000 rebuilds took %s", time.Since(start))
 }
 
+// waitStableUsage waits until the cgroup's usage is at least min and has
+// not moved for 200 ms, and returns it.
+func waitStableUsage(t *testing.T, dir string, min int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := int64(-1), time.Now()
+	for time.Now().Before(deadline) {
+		u := usage(t, dir)
+		if u != last {
+			last, since = u, time.Now()
+		} else if u >= min && time.Since(since) >= 200*time.Millisecond {
+			return u
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("usage of %s never settled at or above %d (last %d)", dir, min, last)
+	return 0
+}
+
+// The kubelet's threshold is strict (available < threshold, so usage must
+// go above the usage threshold) while the kernel signals a registered value
+// once usage reaches it. A usage sitting exactly on the threshold must not
+// use up the crossing: the next page above it wakes.
+func TestMemcgThresholdWakesAboveNotAt(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	c, err := s.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := NewWaker()
+	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
+	defer m.Close()
+	startHog(t, "alloc 32Mi; sleep 2s; alloc 1Mi; hold", c)
+	u := waitStableUsage(t, s.Parent.Memory, 32<<20)
+	// Exactly at the threshold: not met.
+	if _, err := m.Update(time.Now(), u, u); err != nil {
+		t.Fatal(err)
+	}
+	x := waitWake(t, w, 10*time.Second, "usage going above a usage threshold it sat on")
+	if now := usage(t, s.Parent.Memory); now <= u {
+		t.Fatalf("woke (%s) with usage %d, not above the threshold %d", x.Source, now, u)
+	}
+}
+
+// A crossing between the Summary a threshold was computed from and its
+// registration wakes at once: the kernel signals only crossings it sees.
+func TestMemcgThresholdCrossedWhileRegistering(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	c, err := s.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := NewWaker()
+	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
+	defer m.Close()
+	empty := usage(t, s.Parent.Memory)
+	startHog(t, "alloc 32Mi; hold", c)
+	u := waitStableUsage(t, s.Parent.Memory, 32<<20)
+	// The "Summary" saw the empty cgroup; the usage is now 16 MiB past
+	// the threshold.
+	if _, err := m.Update(time.Now(), u-16<<20, empty); err != nil {
+		t.Fatal(err)
+	}
+	if x := waitWake(t, w, 2*time.Second, "a crossing that happened before the registration"); x.Source != m.Source() {
+		t.Fatalf("source %q", x.Source)
+	}
+	// Registered with the usage already past it and seen so: no wake.
+	m2 := NewMemcgThreshold(p, w, "memory.available", s.Parent.Memory)
+	defer m2.Close()
+	if err := m2.Rebuild(u-16<<20, u); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case x := <-w.C():
+		t.Fatalf("woke (%s) although the Summary already saw the usage past the threshold", x.Source)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
 func TestMemcgThresholdNotV1(t *testing.T) {
 	p, err := NewPoller()
 	if err != nil {
@@ -156,7 +272,7 @@ func TestMemcgThresholdNotV1(t *testing.T) {
 	}
 	defer p.Close()
 	m := NewMemcgThreshold(p, NewWaker(), "memory.available", t.TempDir())
-	err = m.Rebuild(1 << 30)
+	err = m.Rebuild(1<<30, 0)
 	if err == nil {
 		t.Fatal("registration in a plain directory succeeded")
 	}
