@@ -55,6 +55,7 @@ type Wakeups struct {
 
 	// fast-poll baseline from the last Summary
 	headroomBase atomic.Pointer[headroomBase]
+	fast         *notify.FastPoll // nil without the fast poll
 	cancel       context.CancelFunc
 	active       []string
 }
@@ -114,6 +115,7 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 		w.cancel = cancel
 		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax,
 			OnError: func(err error) { w.log.Warn("fast poll cannot read the pods' memory", "err", err) }}
+		w.fast = fp
 		go fp.Run(ctx)
 		w.active = append(w.active, "fast-poll "+cfg.PodsCgroup)
 	}
@@ -199,6 +201,9 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 	}
 	if pods != nil && pods.WorkingSetBytes != nil && minHead != math.MaxInt64 {
 		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), minHeadroom: minHead})
+		if w.fast != nil {
+			w.fast.Rebase(minHead < 0)
+		}
 	}
 }
 

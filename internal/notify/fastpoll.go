@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -18,14 +19,17 @@ const (
 	DefaultRampRate = 2 << 30 // bytes per second
 )
 
-// HeadroomFunc returns the bytes left before the nearest memory threshold is
-// met (negative when it is met). It should be cheap: memory.current (or
-// memory.usage_in_bytes) and inactive_file of the pods' parent.
+// HeadroomFunc returns available − threshold in bytes for the nearest memory
+// threshold: the threshold is met when it is negative (available <
+// threshold, the kubelet's strict comparison). It should be cheap:
+// memory.current (or memory.usage_in_bytes) and inactive_file of the pods'
+// parent.
 type HeadroomFunc func() (int64, error)
 
 // FastPoll polls a HeadroomFunc at an interval that shrinks with the
-// headroom, and wakes the sink whenever the headroom changes sign (a crossing,
-// in either direction, like the v1 memcg threshold).
+// headroom, and wakes the sink whenever the threshold goes from met to not
+// met or back (a crossing, in either direction, like the v1 memcg
+// threshold).
 type FastPoll struct {
 	Headroom HeadroomFunc
 	Sink     Sink
@@ -33,6 +37,29 @@ type FastPoll struct {
 	RampRate int64 // bytes per second the interval is sized for
 	// OnError is called once per run of consecutive errors (optional).
 	OnError func(error)
+
+	once   sync.Once
+	mu     sync.Mutex
+	rebase *bool         // the side a synchronize just saw, not yet taken up by Run
+	kick   chan struct{} // Rebase → Run, buffered 1
+}
+
+func (f *FastPoll) init() { f.once.Do(func() { f.kick = make(chan struct{}, 1) }) }
+
+// Rebase tells the poll that a synchronize has just decided on a Summary in
+// which the threshold was met (or not), and that the HeadroomFunc now counts
+// from that Summary. Run reads the headroom again at once — its sleep was
+// planned on the old baseline, perhaps before there was any (1 s) — and
+// wakes the sink if the threshold has crossed since that Summary.
+func (f *FastPoll) Rebase(met bool) {
+	f.init()
+	f.mu.Lock()
+	f.rebase = &met
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Interval returns the poll interval for a headroom: the time the headroom
@@ -66,6 +93,7 @@ func (f *FastPoll) Interval(headroom int64) time.Duration {
 
 // Run polls until ctx is done.
 func (f *FastPoll) Run(ctx context.Context) {
+	f.init()
 	var prevMet, known, failing bool
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -74,6 +102,19 @@ func (f *FastPoll) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-f.kick:
+			f.mu.Lock()
+			if f.rebase != nil {
+				prevMet, known = *f.rebase, true
+				f.rebase = nil
+			}
+			f.mu.Unlock()
+			if !t.Stop() {
+				select { // drain a tick that fired meanwhile
+				case <-t.C:
+				default:
+				}
+			}
 		}
 		h, err := f.Headroom()
 		next := f.Interval(0)
@@ -85,7 +126,7 @@ func (f *FastPoll) Run(ctx context.Context) {
 			next = f.Interval(1 << 62)
 		} else {
 			failing = false
-			met := h <= 0
+			met := h < 0
 			if known && met != prevMet {
 				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
 			} else if !known && met {

@@ -61,3 +61,59 @@ func TestFastPollWakesOnCrossings(t *testing.T) {
 	headroom.Store(1 << 20)
 	waitWake(t, w, 5*time.Second, "headroom recovering")
 }
+
+// The threshold is met when available < threshold: a headroom of exactly 0
+// is not a crossing, -1 is.
+func TestFastPollIsStrict(t *testing.T) {
+	var headroom atomic.Int64
+	headroom.Store(1 << 20)
+	w := NewWaker()
+	f := &FastPoll{Min: time.Millisecond, Max: time.Millisecond, Sink: w,
+		Headroom: func() (int64, error) { return headroom.Load(), nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	time.Sleep(20 * time.Millisecond)
+	headroom.Store(0)
+	select {
+	case x := <-w.C():
+		t.Fatalf("woke at a headroom of 0 (available == threshold is not met): %+v", x)
+	case <-time.After(100 * time.Millisecond):
+	}
+	headroom.Store(-1)
+	waitWake(t, w, 5*time.Second, "headroom going below 0")
+}
+
+// Rebase makes the poll read at once, instead of at the end of a sleep
+// planned on an older baseline, and wakes only if the threshold crossed
+// since the Summary the synchronize decided on.
+func TestFastPollRebase(t *testing.T) {
+	var headroom, reads atomic.Int64
+	headroom.Store(1 << 40) // far: the first read plans the longest sleep
+	w := NewWaker()
+	f := &FastPoll{Min: time.Hour, Max: time.Hour, Sink: w,
+		Headroom: func() (int64, error) { reads.Add(1); return headroom.Load(), nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	for reads.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// The synchronize saw the threshold met; so does the poll: no wake.
+	headroom.Store(-1)
+	f.Rebase(true)
+	for reads.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case x := <-w.C():
+		t.Fatalf("woke although the synchronize already saw the threshold met: %+v", x)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// The synchronize saw it not met, but it is met now: wake, within
+	// far less than the hour-long sleep.
+	f.Rebase(false)
+	if x := waitWake(t, w, 5*time.Second, "a crossing since the rebased Summary"); x.Source != "fast-poll" {
+		t.Fatalf("source %q", x.Source)
+	}
+}
