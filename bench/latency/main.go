@@ -576,6 +576,12 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			if r.Trigger.Reason != "wake" {
 				src = r.Trigger.Reason
 			}
+			if src == "" {
+				// Seen once in 50 VM trials and not understood: say what
+				// the trigger was, so the next run tells.
+				src = fmt.Sprintf("unlabelled(%q/%q)", r.Trigger.Reason, r.Trigger.Source)
+				fmt.Fprintf(os.Stderr, "latency: trial %d: a deciding synchronize with no trigger source: %+v\n", i, r.Trigger)
+			}
 			// The decision is made when the engine's Step (and the
 			// wake-ups' re-arming) is done: the trigger plus the agent's
 			// own TriggerToDecision. (Record.Time is earlier: when the
