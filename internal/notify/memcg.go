@@ -21,11 +21,6 @@ const DefaultRefreshInterval = 10 * time.Second
 // usageAttribute is the memcg v1 counter the kubelet watches.
 const usageAttribute = "memory.usage_in_bytes"
 
-// StaleRefreshInterval bounds how often a stale registration (see Update)
-// is rebuilt before RefreshInterval: each rebuild costs ≈ 19 ms of kernel
-// time, and a stream of page cache can make one stale again and again.
-const StaleRefreshInterval = time.Second
-
 // UsageThreshold converts a working-set eviction threshold into a usage
 // threshold, as the kubelet's UpdateThreshold does:
 //
@@ -97,31 +92,26 @@ func (m *MemcgThreshold) Threshold() int64 {
 // (the kubelet rate-limits the same way, so a loop woken often does not
 // churn eventfds) or when the threshold is unchanged.
 //
-// Two cases are not left to the refresh:
-//   - A stale registration — usage is above the registered threshold but
-//     not above the new one: inactive_file shrank since it was built, so
-//     the kernel fired (or the usage was already past it) while the working
-//     set was below the eviction threshold, and no upward event comes until
-//     usage falls back. It is rebuilt after StaleRefreshInterval.
-//   - A crossing while registering: the usage is read again once the new
-//     registration is in place, and if it has crossed usageThreshold since
-//     the Summary the sink is woken at once, as the kernel would have.
+// A crossing while registering is not lost: the usage is read again once
+// the new registration is in place, and if it has crossed usageThreshold
+// since the Summary the sink is woken at once, as the kernel would have.
+//
+// Like the kubelet's, a registration goes stale when inactive_file shrinks
+// after it was built: usage then passes it while the working set is still
+// below the eviction threshold, and no upward event comes until usage falls
+// back or the next rebuild (RefreshInterval) moves it. The periodic
+// synchronize, and the fast poll where it runs, cover that case.
 func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (rebuilt bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return false, ErrClosed
 	}
-	registered := m.eventfd >= 0
-	interval := m.RefreshInterval
-	if registered && usage > m.threshold && usage <= usageThreshold {
-		interval = min(interval, StaleRefreshInterval)
-	}
-	if registered && now.Sub(m.lastBuilt) < interval {
+	if m.eventfd >= 0 && now.Sub(m.lastBuilt) < m.RefreshInterval {
 		return false, nil
 	}
 	m.lastBuilt = now
-	if registered && usageThreshold == m.threshold {
+	if m.eventfd >= 0 && usageThreshold == m.threshold {
 		return false, nil
 	}
 	if err := m.rebuildLocked(usageThreshold, usage); err != nil {
