@@ -12,6 +12,7 @@ import (
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
+	"github.com/evictd/evictd/test/vm/vmtest"
 )
 
 func TestMain(m *testing.M) {
@@ -64,7 +65,16 @@ func TestDemoRealKernel(t *testing.T) {
 		t.Fatalf("evictions %s, OOM kills %d\n%s", got, s.KernelOOMKills, out.String())
 	}
 	for _, e := range s.Evictions[1:] {
-		if !strings.HasPrefix(e.Trigger, "wake") {
+		woken := strings.HasPrefix(e.Trigger, "wake")
+		if vmtest.InVM() {
+			// Emulation stretches the scripts' timing, so the soft
+			// threshold's grace may run out, or the previous eviction
+			// end, just as the hard threshold is crossed, and that
+			// synchronize decides first (seen: batch by "grace", cache by
+			// "after-eviction"). Only waiting for the 10 s tick is wrong.
+			woken = woken || e.Trigger == "grace" || e.Trigger == "after-eviction"
+		}
+		if !woken {
 			t.Errorf("hard eviction of %s was not woken by the kernel: %s", e.Workload, e.Trigger)
 		}
 	}
