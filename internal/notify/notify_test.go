@@ -94,9 +94,11 @@ func usage(t *testing.T, dir string) int64 {
 	return v
 }
 
-// A hog crossing the registered usage threshold wakes the waiter, and its
-// exit (usage falling back below) wakes it again: crossings in both directions.
-func TestMemcgThresholdWakesBothWays(t *testing.T) {
+// newMemcgFixture makes a v1 sandbox with a "hog" child, a poller, a waker
+// and an allocatableMemory.available notifier on the sandbox (unregistered),
+// all closed at cleanup.
+func newMemcgFixture(t *testing.T) (*sandbox.Sandbox, sandbox.Cgroup, *Poller, *Waker, *MemcgThreshold) {
+	t.Helper()
 	needMode(t, sandbox.V1)
 	s := newSandbox(t, 0)
 	c, err := s.Child("hog")
@@ -107,10 +109,17 @@ func TestMemcgThresholdWakesBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	w := NewWaker()
 	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return s, c, p, w, m
+}
+
+// A hog crossing the registered usage threshold wakes the waiter, and its
+// exit (usage falling back below) wakes it again: crossings in both directions.
+func TestMemcgThresholdWakesBothWays(t *testing.T) {
+	s, c, _, w, m := newMemcgFixture(t)
 	const mi = 1 << 20
 	u := usage(t, s.Parent.Memory)
 	thr := u + 50*mi
@@ -186,20 +195,7 @@ func waitStableUsage(t *testing.T, dir string, min int64) int64 {
 // once usage reaches it. A usage sitting exactly on the threshold must not
 // use up the crossing: the next page above it wakes.
 func TestMemcgThresholdWakesAboveNotAt(t *testing.T) {
-	needMode(t, sandbox.V1)
-	s := newSandbox(t, 0)
-	c, err := s.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	w := NewWaker()
-	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
-	defer m.Close()
+	s, c, _, w, m := newMemcgFixture(t)
 	startHog(t, "alloc 32Mi; sleep 2s; alloc 1Mi; hold", c)
 	u := waitStableUsage(t, s.Parent.Memory, 32<<20)
 	// Exactly at the threshold: not met.
@@ -215,20 +211,7 @@ func TestMemcgThresholdWakesAboveNotAt(t *testing.T) {
 // A crossing between the Summary a threshold was computed from and its
 // registration wakes at once: the kernel signals only crossings it sees.
 func TestMemcgThresholdCrossedWhileRegistering(t *testing.T) {
-	needMode(t, sandbox.V1)
-	s := newSandbox(t, 0)
-	c, err := s.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	w := NewWaker()
-	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
-	defer m.Close()
+	s, c, p, w, m := newMemcgFixture(t)
 	empty := usage(t, s.Parent.Memory)
 	startHog(t, "alloc 32Mi; hold", c)
 	u := waitStableUsage(t, s.Parent.Memory, 32<<20)
