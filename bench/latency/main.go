@@ -375,7 +375,12 @@ func (t trialer) runVariant(v variant, trials int) row {
 	before := loadavg()
 	var mu sync.Mutex
 	v.forTrials(trials, func(i int) {
-		s, _, err := t.run(v.wakeups, v.trialPhase(), i, limit, threshold, hogRamp, crossAt)
+		s, oomFirst, err := t.run(v.wakeups, v.trialPhase(), i, limit, threshold, hogRamp, crossAt)
+		if err == nil && oomFirst {
+			// The ramp stops 384Mi below the limit: an OOM kill here is a
+			// broken trial, not a latency.
+			err = fmt.Errorf("the kernel OOM killer fired before evictd evicted")
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -552,6 +557,8 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	go func() { h.Run(ctx); close(agentDone) }()
 	defer func() { cancel(); <-agentDone }()
 	cmd := hog.Command(t.exe, fmt.Sprintf("sleep %s; %s", phase, ramp), c.Dirs()...)
+	var hogErr lockedBuffer // what a hog that failed by itself said
+	cmd.Stderr = &hogErr
 	if err := cmd.Start(); err != nil {
 		return sample{}, false, err
 	}
@@ -564,7 +571,15 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	select {
 	case crossT = <-crossed:
 	case <-hogDone:
-		return sample{}, true, nil // died before the watcher saw the crossing
+		// Ended before the watcher saw the crossing: the kernel OOM
+		// killer (a steep ramp past the limit), or something no trial
+		// should see — never a sample.
+		k, _ := sb.OOMKills(sb.Parent)
+		k2, _ := sb.OOMKills(c)
+		if k+k2 > 0 {
+			return sample{}, true, nil
+		}
+		return sample{}, false, fmt.Errorf("the hog ended before its usage reached the crossing point (%v; no OOM kill; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
 	case <-ctx.Done():
 		return sample{}, false, fmt.Errorf("the hog never crossed the threshold")
 	}
@@ -576,12 +591,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			if r.Trigger.Reason != "wake" {
 				src = r.Trigger.Reason
 			}
-			if src == "" {
-				// Seen once in 50 VM trials and not understood: say what
-				// the trigger was, so the next run tells.
-				src = fmt.Sprintf("unlabelled(%q/%q)", r.Trigger.Reason, r.Trigger.Source)
-				fmt.Fprintf(os.Stderr, "latency: trial %d: a deciding synchronize with no trigger source: %+v\n", i, r.Trigger)
-			}
+
 			// The decision is made when the engine's Step (and the
 			// wake-ups' re-arming) is done: the trigger plus the agent's
 			// own TriggerToDecision. (Record.Time is earlier: when the
@@ -620,7 +630,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 				continue
 			case <-time.After(15 * time.Second):
 			}
-			return sample{}, false, fmt.Errorf("the hog exited by itself (%v; no OOM kill, no eviction record within 15 s); agent log: %s", cmd.ProcessState, logs.String())
+			return sample{}, false, fmt.Errorf("the hog exited by itself (%v; no OOM kill, no eviction record within 15 s; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
 		case <-ctx.Done():
 			return sample{}, false, fmt.Errorf("no eviction within 30 s: %s", logs.String())
 		}
