@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent's benchmarks, one after the other (needs root; about 20 minutes):
+# The agent's benchmarks, one after the other (needs root; about 8 minutes):
 #   1. detection latency: v1 eventfd on this host, v2 wake-ups in the qemu VM,
 #      and a kubelet-like 10 s poll, side by side     (bench/latency.sh)
 #   2. OOM avoidance at 100Mi/s, 500Mi/s, 2Gi/s (v2 scaled to the VM)

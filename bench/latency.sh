@@ -8,8 +8,9 @@
 # Each trial is a 512Mi sandbox cgroup with a hog ramping at 256Mi/s across a
 # hard threshold (448Mi available); prints p50/p99 of crossing → wake-up,
 # → decision and → workload gone, the wake-up that fired, and the load
-# average. Needs root. About 5-8 minutes with the default 50 trials (the VM
-# part ≈ 3-5 of them); -oom counts kernel OOM kills before eviction instead.
+# average. Needs root. About 3-4 minutes with the default 50 trials (the VM
+# part ≈ 2 of them); -oom counts kernel OOM kills before eviction instead
+# (about 3 minutes with -trials 10).
 # Usage: bench/latency.sh [-trials N] [-vm-trials N] [-variants wakeup,poll] [-poll-parallel N] [-oom]
 #   EVICTD_BENCH_VM=0 skips the VM (host rows only).
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh — every benchmark script of bench/, one after the other, each
-# printing its own table (`make bench` calls this). About 25 minutes in all.
+# printing its own table (`make bench` calls this). About 10 minutes in all.
 #
 #   policy   bench/policy.sh    Engine.Step per synchronize, 110 and 1,000 pods
 #                                (no root; ≈ 1–2 min)
