@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,9 +61,9 @@ type Wakeups struct {
 
 type headroomBase struct {
 	podsWS int64 // pods' working set when the summary was taken
-	// minHeadroom is, over the memory thresholds, available − threshold at
+	// headrooms are, for each memory threshold, available − threshold at
 	// that time, in bytes.
-	minHeadroom int64
+	headrooms []int64
 }
 
 // NewWakeups sets up the notifiers that can be set up; each that cannot is
@@ -156,7 +155,7 @@ func (w *Wakeups) Sink() notify.Sink { return w.waker }
 // Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
 func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
 	pods := podsMemory(s)
-	minHead := int64(math.MaxInt64)
+	var heads []int64
 	for _, t := range thresholds {
 		var ms *statsv1alpha1.MemoryStats
 		dir := w.cfg.MemoryRoot
@@ -173,9 +172,7 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		}
 		capacity := int64(*ms.AvailableBytes + *ms.WorkingSetBytes)
 		thr := policy.ThresholdQuantity(t.Value, resource.NewQuantity(capacity, resource.BinarySI)).Value()
-		if h := int64(*ms.AvailableBytes) - thr; h < minHead {
-			minHead = h
-		}
+		heads = append(heads, int64(*ms.AvailableBytes)-thr)
 		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
 			continue
 		}
@@ -199,26 +196,37 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		}
 		w.mu.Unlock()
 	}
-	if pods != nil && pods.WorkingSetBytes != nil && minHead != math.MaxInt64 {
-		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), minHeadroom: minHead})
+	if pods != nil && pods.WorkingSetBytes != nil && len(heads) > 0 {
+		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), headrooms: heads})
 		if w.fast != nil {
-			w.fast.Rebase(minHead < 0)
+			met := 0
+			for _, h := range heads {
+				if h < 0 {
+					met++
+				}
+			}
+			w.fast.Rebase(met)
 		}
 	}
 }
 
-// headroom is the fast poll's estimate: the headroom at the last Summary
-// minus the growth of the pods' working set since.
-func (w *Wakeups) headroom() (int64, error) {
+// headroom is the fast poll's estimate: each threshold's headroom at the
+// last Summary minus the growth of the pods' working set since.
+func (w *Wakeups) headroom() ([]int64, error) {
 	b := w.headroomBase.Load()
 	if b == nil {
-		return 1 << 62, nil // no Summary yet: poll slowly
+		return nil, nil // no Summary yet: nothing to cross, poll slowly
 	}
 	ws, err := w.cfg.ReadPodsMemory()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return b.minHeadroom - (int64(ws) - b.podsWS), nil
+	growth := int64(ws) - b.podsWS
+	out := make([]int64, len(b.headrooms))
+	for i, h := range b.headrooms {
+		out[i] = h - growth
+	}
+	return out, nil
 }
 
 func podsMemory(s *statsv1alpha1.Summary) *statsv1alpha1.MemoryStats {

@@ -19,17 +19,22 @@ const (
 	DefaultRampRate = 2 << 30 // bytes per second
 )
 
-// HeadroomFunc returns available − threshold in bytes for the nearest memory
-// threshold: the threshold is met when it is negative (available <
-// threshold, the kubelet's strict comparison). It should be cheap:
-// memory.current (or memory.usage_in_bytes) and inactive_file of the pods'
-// parent.
-type HeadroomFunc func() (int64, error)
+// HeadroomFunc returns, for each memory threshold the poll watches,
+// available − threshold in bytes: a threshold is met while its headroom is
+// negative (available < threshold, the kubelet's strict comparison). It
+// should be cheap: memory.current (or memory.usage_in_bytes) and
+// inactive_file of the pods' parent.
+type HeadroomFunc func() ([]int64, error)
 
 // FastPoll polls a HeadroomFunc at an interval that shrinks with the
-// headroom, and wakes the sink whenever the threshold goes from met to not
-// met or back (a crossing, in either direction, like the v1 memcg
-// threshold).
+// headroom, and wakes the sink whenever the number of thresholds met
+// changes (a crossing of any of them, in either direction, like the v1
+// memcg thresholds, one per threshold).
+//
+// Every threshold counts, not only the nearest: once a soft threshold is
+// met, the hard one below it is the next crossing that matters, and the
+// soft grace period may be far from over (in the VM demo the kernel OOM
+// killer struck before that grace ran out).
 type FastPoll struct {
 	Headroom HeadroomFunc
 	Sink     Sink
@@ -40,18 +45,18 @@ type FastPoll struct {
 
 	once   sync.Once
 	mu     sync.Mutex
-	rebase *bool         // the side a synchronize just saw, not yet taken up by Run
+	rebase *int          // thresholds met in the Summary a synchronize just saw, not yet taken up by Run
 	kick   chan struct{} // Rebase → Run, buffered 1
 }
 
 func (f *FastPoll) init() { f.once.Do(func() { f.kick = make(chan struct{}, 1) }) }
 
 // Rebase tells the poll that a synchronize has just decided on a Summary in
-// which the threshold was met (or not), and that the HeadroomFunc now counts
-// from that Summary. Run reads the headroom again at once — its sleep was
+// which met thresholds were met, and that the HeadroomFunc now counts from
+// that Summary. Run reads the headroom again at once — its sleep was
 // planned on the old baseline, perhaps before there was any (1 s) — and
-// wakes the sink if the threshold has crossed since that Summary.
-func (f *FastPoll) Rebase(met bool) {
+// wakes the sink if a threshold has crossed since that Summary.
+func (f *FastPoll) Rebase(met int) {
 	f.init()
 	f.mu.Lock()
 	f.rebase = &met
@@ -62,8 +67,9 @@ func (f *FastPoll) Rebase(met bool) {
 	}
 }
 
-// Interval returns the poll interval for a headroom: the time the headroom
-// lasts at RampRate, halved, clamped to [Min, Max].
+// Interval returns the poll interval for a headroom (the distance to the
+// nearest threshold, either way): the time it lasts at RampRate, halved,
+// clamped to [Min, Max].
 func (f *FastPoll) Interval(headroom int64) time.Duration {
 	lo, hi, rate := f.Min, f.Max, f.RampRate
 	if lo <= 0 {
@@ -94,7 +100,8 @@ func (f *FastPoll) Interval(headroom int64) time.Duration {
 // Run polls until ctx is done.
 func (f *FastPoll) Run(ctx context.Context) {
 	f.init()
-	var prevMet, known, failing bool
+	var known, failing bool
+	prevMet := 0
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -116,8 +123,8 @@ func (f *FastPoll) Run(ctx context.Context) {
 				}
 			}
 		}
-		h, err := f.Headroom()
-		next := f.Interval(0)
+		hs, err := f.Headroom()
+		var next time.Duration
 		if err != nil {
 			if !failing && f.OnError != nil {
 				f.OnError(err)
@@ -126,15 +133,27 @@ func (f *FastPoll) Run(ctx context.Context) {
 			next = f.Interval(1 << 62)
 		} else {
 			failing = false
-			met := h < 0
-			if known && met != prevMet {
-				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
-			} else if !known && met {
+			met, nearest := metAndNearest(hs)
+			if known && met != prevMet || !known && met > 0 {
 				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
 			}
 			known, prevMet = true, met
-			next = f.Interval(h)
+			next = f.Interval(nearest)
 		}
 		t.Reset(next)
 	}
+}
+
+// metAndNearest counts the negative headrooms (thresholds met) and returns
+// the smallest distance to any threshold, met or not (1<<62 with none).
+func metAndNearest(hs []int64) (met int, nearest int64) {
+	nearest = 1 << 62
+	for _, h := range hs {
+		if h < 0 {
+			met++
+			h = -h
+		}
+		nearest = min(nearest, h)
+	}
+	return met, nearest
 }

@@ -33,7 +33,7 @@ func TestFastPollWakesOnCrossings(t *testing.T) {
 	headroom.Store(100 << 20)
 	w := NewWaker()
 	f := &FastPoll{Min: time.Millisecond, Max: time.Millisecond, Sink: w,
-		Headroom: func() (int64, error) { reads.Add(1); return headroom.Load(), nil }}
+		Headroom: func() ([]int64, error) { reads.Add(1); return []int64{headroom.Load()}, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
@@ -69,7 +69,7 @@ func TestFastPollIsStrict(t *testing.T) {
 	headroom.Store(1 << 20)
 	w := NewWaker()
 	f := &FastPoll{Min: time.Millisecond, Max: time.Millisecond, Sink: w,
-		Headroom: func() (int64, error) { return headroom.Load(), nil }}
+		Headroom: func() ([]int64, error) { return []int64{headroom.Load()}, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
@@ -92,7 +92,7 @@ func TestFastPollRebase(t *testing.T) {
 	headroom.Store(1 << 40) // far: the first read plans the longest sleep
 	w := NewWaker()
 	f := &FastPoll{Min: time.Hour, Max: time.Hour, Sink: w,
-		Headroom: func() (int64, error) { reads.Add(1); return headroom.Load(), nil }}
+		Headroom: func() ([]int64, error) { reads.Add(1); return []int64{headroom.Load()}, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
@@ -101,7 +101,7 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw the threshold met; so does the poll: no wake.
 	headroom.Store(-1)
-	f.Rebase(true)
+	f.Rebase(1)
 	for reads.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -112,8 +112,54 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw it not met, but it is met now: wake, within
 	// far less than the hour-long sleep.
-	f.Rebase(false)
+	f.Rebase(0)
 	if x := waitWake(t, w, 5*time.Second, "a crossing since the rebased Summary"); x.Source != "fast-poll" {
 		t.Fatalf("source %q", x.Source)
+	}
+}
+
+// With a soft threshold met, crossing the hard one below it wakes too: each
+// threshold counts, not only the nearest. (The VM demo's kernel OOM kill:
+// the soft grace had not run out when cache went through the hard one.)
+func TestFastPollWakesForEachThreshold(t *testing.T) {
+	var growth atomic.Int64
+	soft, hard := int64(100<<20), int64(200<<20) // headrooms at the baseline
+	w := NewWaker()
+	f := &FastPoll{Min: time.Millisecond, Max: time.Millisecond, Sink: w,
+		Headroom: func() ([]int64, error) {
+			g := growth.Load()
+			return []int64{soft - g, hard - g}, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	growth.Store(150 << 20) // soft met, hard not
+	waitWake(t, w, 5*time.Second, "the soft threshold met")
+	growth.Store(160 << 20) // deeper, still only soft
+	select {
+	case x := <-w.C():
+		t.Fatalf("woke while only the soft threshold stayed met: %+v", x)
+	case <-time.After(50 * time.Millisecond):
+	}
+	growth.Store(250 << 20) // the hard one too
+	waitWake(t, w, 5*time.Second, "the hard threshold met while the soft one already was")
+}
+
+func TestMetAndNearest(t *testing.T) {
+	for _, c := range []struct {
+		hs      []int64
+		met     int
+		nearest int64
+	}{
+		{nil, 0, 1 << 62},
+		{[]int64{5}, 0, 5},
+		{[]int64{0}, 0, 0},
+		{[]int64{-3, 10}, 1, 3},
+		{[]int64{-30, -10}, 2, 10},
+	} {
+		met, nearest := metAndNearest(c.hs)
+		if met != c.met || nearest != c.nearest {
+			t.Errorf("metAndNearest(%v) = %d, %d; want %d, %d", c.hs, met, nearest, c.met, c.nearest)
+		}
 	}
 }
