@@ -591,7 +591,6 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			if r.Trigger.Reason != "wake" {
 				src = r.Trigger.Reason
 			}
-
 			// The decision is made when the engine's Step (and the
 			// wake-ups' re-arming) is done: the trigger plus the agent's
 			// own TriggerToDecision. (Record.Time is earlier: when the

@@ -199,13 +199,7 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 	if pods != nil && pods.WorkingSetBytes != nil && len(heads) > 0 {
 		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), headrooms: heads})
 		if w.fast != nil {
-			met := 0
-			for _, h := range heads {
-				if h < 0 {
-					met++
-				}
-			}
-			w.fast.Rebase(met)
+			w.fast.Rebase(heads)
 		}
 	}
 }

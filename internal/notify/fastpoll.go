@@ -51,13 +51,14 @@ type FastPoll struct {
 
 func (f *FastPoll) init() { f.once.Do(func() { f.kick = make(chan struct{}, 1) }) }
 
-// Rebase tells the poll that a synchronize has just decided on a Summary in
-// which met thresholds were met, and that the HeadroomFunc now counts from
-// that Summary. Run reads the headroom again at once — its sleep was
-// planned on the old baseline, perhaps before there was any (1 s) — and
-// wakes the sink if a threshold has crossed since that Summary.
-func (f *FastPoll) Rebase(met int) {
+// Rebase tells the poll that a synchronize has just decided on a Summary
+// with these headrooms (as HeadroomFunc returns them), and that the
+// HeadroomFunc now counts from that Summary. Run reads the headroom again
+// at once — its sleep was planned on the old baseline, perhaps before there
+// was any (1 s) — and wakes the sink if a threshold has crossed since.
+func (f *FastPoll) Rebase(headrooms []int64) {
 	f.init()
+	met, _ := metAndNearest(headrooms)
 	f.mu.Lock()
 	f.rebase = &met
 	f.mu.Unlock()

@@ -101,7 +101,7 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw the threshold met; so does the poll: no wake.
 	headroom.Store(-1)
-	f.Rebase(1)
+	f.Rebase([]int64{-1})
 	for reads.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -112,7 +112,7 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw it not met, but it is met now: wake, within
 	// far less than the hour-long sleep.
-	f.Rebase(0)
+	f.Rebase([]int64{1 << 40})
 	if x := waitWake(t, w, 5*time.Second, "a crossing since the rebased Summary"); x.Source != "fast-poll" {
 		t.Fatalf("source %q", x.Source)
 	}

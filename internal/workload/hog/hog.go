@@ -181,7 +181,7 @@ func MaybeRun() {
 
 const pageSize = 4096
 
-func run(script, cgroups string, lifeline *os.File) error {
+func run(script, cgroups string, life *os.File) error {
 	steps, err := ParseScript(script)
 	if err != nil {
 		return err
@@ -256,8 +256,8 @@ func run(script, cgroups string, lifeline *os.File) error {
 			for {
 				c := exec.Command(exe)
 				c.Env = append(os.Environ(), EnvScript+"=hold", EnvCgroups+"=")
-				if lifeline != nil {
-					c.ExtraFiles = []*os.File{lifeline} // the same fd number, as EnvLifeline says
+				if life != nil {
+					c.ExtraFiles = []*os.File{life} // the same fd number, as EnvLifeline says
 				}
 				if err := c.Start(); err != nil {
 					time.Sleep(time.Millisecond) // killed or out of pids: keep trying
