@@ -117,7 +117,7 @@ func softEviction(p *v1.Pod, msg string) policy.Eviction {
 	return policy.Eviction{Pod: policy.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)},
 		GracePeriodSeconds: 30, Message: msg, Signal: "memory.available",
 		Annotations: map[string]string{"offending_containers": "main", "offending_containers_usage": "100Mi", "starved_resource": "memory"},
-		Condition: &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg}}
+		Condition:   &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg}}
 }
 
 // TestRealEviction: the Eviction API with the kubelet's grace and a UID
