@@ -62,7 +62,7 @@ Example:
     --eviction-hard 'memory.available<500Mi' --eviction-soft 'memory.available<1Gi' \
     --eviction-soft-grace-period memory.available=30s
   evictd run --check --config /etc/evictd/kubelet.yaml --workloads /etc/evictd/workloads.yaml --workload-root /workloads
-`
+` + runKubeHelp
 
 // hookFlag collects --reclaim-hook SIGNAL=COMMAND.
 type hookFlag map[string][]actuate.Hook
@@ -106,6 +106,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	evFlags := load.RegisterEvictionFlags(fs)
+	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -138,6 +139,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail("--log-format %q: want text or json", *logFormat)
+	}
+	if *kf.on {
+		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, switches: parsed,
+			wakeups: agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
 	if *root == "" {
 		if !*dryRun && !*check {

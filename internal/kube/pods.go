@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,6 +166,3 @@ func Active(pod *v1.Pod) bool {
 	}
 	return true
 }
-
-// syncTimeout bounds the initial list of the node's pods.
-const syncTimeout = 60 * time.Second

@@ -2,10 +2,13 @@ package load
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 )
 
 // Kubelet configuration identity, as the kubelet's config-file loader wants it.
@@ -89,4 +92,40 @@ func readFile(path string) ([]byte, error) {
 		return nil, &Error{File: path, Err: err}
 	}
 	return data, nil
+}
+
+// KubeletConfigFileLenient reads the kubelet's own config file as the
+// kubelet does: strictly first, and when that fails only for unknown fields
+// or duplicate keys, again leniently (unknown fields ignored, the last of
+// duplicate keys kept), with the strict error returned as a warning. Any
+// other problem (syntax, a wrong type, kind or apiVersion) is an error.
+// Kubernetes mode reads the host's kubelet configuration this way: a field
+// of a newer kubelet, or a duplicate the kubelet tolerates, must not stop
+// evictd.
+func KubeletConfigFileLenient(path string) (kc *kubeletconfigv1beta1.KubeletConfiguration, warning error, err error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseKubeletConfigLenient(data, path)
+}
+
+// ParseKubeletConfigLenient is KubeletConfigFileLenient on data.
+func ParseKubeletConfigLenient(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, error, error) {
+	kc, strictErr := ParseKubeletConfig(data, name)
+	if strictErr == nil {
+		return kc, nil, nil
+	}
+	if !errors.Is(strictErr, ErrUnknownField) && !errors.Is(strictErr, ErrDuplicateKey) {
+		return nil, nil, strictErr
+	}
+	js, err := yaml.YAMLToJSON(data) // JSON passes through; duplicates collapse to the last
+	if err != nil {
+		return nil, nil, &Error{File: name, Err: fmt.Errorf("not valid YAML: %w", err)}
+	}
+	kc = &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, kc); err != nil {
+		return nil, nil, &Error{File: name, Err: err}
+	}
+	return kc, strictErr, nil
 }

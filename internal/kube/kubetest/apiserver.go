@@ -256,3 +256,30 @@ func waitFor(t testing.TB, dir, name string, limit time.Duration, ready func() b
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// Kubeconfig writes a kubeconfig for token into the server's directory and
+// returns its path (for kubectl and --kubeconfig).
+func (s *Server) Kubeconfig(t testing.TB, name, token string) string {
+	t.Helper()
+	p := filepath.Join(s.Dir, name+".kubeconfig")
+	writeFile(t, p, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: %s, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: %s}}]
+current-context: test
+`, s.URL, name, token, name)))
+	return p
+}
+
+// Kubectl runs the kubectl of BinEnv with the admin's kubeconfig.
+func (s *Server) Kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	kc := s.Kubeconfig(t, "admin", AdminToken)
+	cmd := exec.Command(filepath.Join(os.Getenv(BinEnv), "kubectl"), append([]string{"--kubeconfig", kc, "--request-timeout", "20s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,227 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube/kubetest"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+const saToken = "evictd-serviceaccount-token"
+
+// The ServiceAccount and namespace deploy/kubernetes/ installs.
+const deployNamespace, deploySA = "kube-system", "evictd"
+
+// syncBuffer is a log sink safe for the agent's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// installDeploy applies deploy/kubernetes/ as a user does and returns a
+// client with the ServiceAccount's identity.
+func installDeploy(t *testing.T, srv *kubetest.Server) kubernetes.Interface {
+	t.Helper()
+	srv.Kubectl(t, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
+	c, err := kubernetes.NewForConfig(srv.ConfigFor(saToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRealClusterRole: the shipped ClusterRole allows every call evictd
+// makes, and nothing it must not do.
+func TestRealClusterRole(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA))
+	installDeploy(t, srv)
+	user := kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA)
+	check := func(verb, resource, sub, ns string) bool {
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: user.Name, Groups: user.Groups,
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Resource: resource, Subresource: sub, Namespace: ns}}}
+		r, err := srv.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	for _, a := range []struct{ verb, res, sub, ns string }{
+		{"list", "pods", "", ""}, {"watch", "pods", "", ""}, {"get", "pods", "", "any"},
+		{"create", "pods", "eviction", "any"}, {"delete", "pods", "", "any"}, {"patch", "pods", "status", "any"},
+		{"create", "events", "", "any"}, {"create", "events", "", "default"},
+		{"get", "nodes", "", ""}, {"get", "nodes", "stats", ""},
+	} {
+		if !check(a.verb, a.res, a.sub, a.ns) {
+			t.Errorf("the ClusterRole does not allow %s %s/%s (evictd needs it)", a.verb, a.res, a.sub)
+		}
+	}
+	for _, a := range []struct{ verb, res, sub, ns string }{
+		{"get", "secrets", "", "any"}, {"list", "secrets", "", ""}, {"create", "pods", "", "any"},
+		{"update", "pods", "", "any"}, {"patch", "pods", "", "any"}, {"update", "pods", "status", "any"},
+		{"delete", "nodes", "", ""}, {"patch", "nodes", "", ""}, {"patch", "nodes", "status", ""},
+		{"get", "nodes", "proxy", ""}, {"create", "pods", "exec", "any"}, {"delete", "events", "", "any"},
+		{"list", "configmaps", "", ""}, {"delete", "poddisruptionbudgets", "", "any"},
+	} {
+		if check(a.verb, a.res, a.sub, a.ns) {
+			t.Errorf("the ClusterRole allows %s %s/%s, which evictd must not do", a.verb, a.res, a.sub)
+		}
+	}
+	// And the real answers with the real token: 403 on what it must not do.
+	sa, err := kubernetes.NewForConfig(srv.ConfigFor(saToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	srv.Node(t, "node-a")
+	if err := sa.CoreV1().Nodes().Delete(ctx, "node-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete node: %v, want 403", err)
+	}
+	if _, err := sa.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list secrets: %v, want 403", err)
+	}
+	if _, err := sa.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("get node: %v", err)
+	}
+}
+
+// TestRealKubernetesMode: evictd wired as `evictd run --kubernetes` wires
+// it, with the shipped RBAC's identity, on a real API server and a real
+// kubepods tree (cgroup v1), a kubelet simulated by the test (it removes an
+// evicted pod's processes and its API object). evictd evicts the pod the
+// kubelet would, with the kubelet's grace, message, condition and Events,
+// and skips its own pod, which uses the most memory.
+func TestRealKubernetesMode(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA))
+	cgrouptest.RequireV1Memory(t)
+	installDeploy(t, srv)
+	ns := "work"
+	srv.Namespace(t, ns)
+	srv.Node(t, "node-a")
+	self := srv.RunningPod(t, testPod(ns, "evictd-abc"), "node-a")
+	hog := srv.RunningPod(t, testPod(ns, "hog"), "node-a")
+	small := srv.RunningPod(t, testPod(ns, "small"), "node-a")
+
+	base := cgrouptest.UniqueName(t)
+	pods := base + "/kubepods"
+	cid := func(p *v1.Pod) string { return containerID(p.Status.ContainerStatuses[0].ContainerID) }
+	mk := func(rel string, mib int) *cgrouptest.Hog {
+		d := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, rel)
+		return cgrouptest.StartHog(t, mib, d)
+	}
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
+	if err := os.WriteFile(filepath.Join(cgrouptest.V1Memory, pods, "memory.limit_in_bytes"), []byte("256M"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, self.UID, cid(self)), 96)
+	hogProc := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, cid(hog)), 64)
+	pause := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, strings.Repeat("f", 64)), 1)
+	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, small.UID, cid(small)), 8)
+
+	// allocatable available ≈ 256 − 170 MiB < 120 MiB; ≈ 140 MiB once hog is gone.
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "120Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := New(ctx, Options{
+		Rest: srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: self.UID}, Policy: cfg,
+		Collect: collect.Config{PodsCgroup: "/" + pods}, PDBWait: DefaultPDBWait,
+		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+		Interval: time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+
+	// The kubelet's part: once the API marks hog for deletion, stop its
+	// processes and remove the object.
+	var got *v1.Pod
+	waitUntil(t, "evictd to evict hog", func() bool {
+		got, err = srv.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		return err == nil && got.DeletionTimestamp != nil
+	})
+	if got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 1 {
+		t.Errorf("grace %v, want 1 s (hard threshold)", got.DeletionGracePeriodSeconds)
+	}
+	waitUntil(t, "the DisruptionTarget condition", func() bool {
+		got, _ = srv.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		for _, c := range got.Status.Conditions {
+			if c.Type == v1.DisruptionTarget && c.Reason == v1.PodReasonTerminationByKubelet {
+				return strings.Contains(c.Message, "Container main was using")
+			}
+		}
+		return false
+	})
+	_ = hogProc.Cmd.Process.Kill()
+	_ = pause.Cmd.Process.Kill()
+	zero := int64(0)
+	if err := srv.Client.CoreV1().Pods(ns).Delete(ctx, "hog", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	evs := func(obj string) []v1.Event {
+		var out []v1.Event
+		for _, namespace := range []string{ns, "default"} {
+			l, err := srv.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", obj).String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l.Items...)
+		}
+		return out
+	}
+	waitUntil(t, "the pod and node events", func() bool { return len(evs("hog")) > 0 && len(evs("node-a")) > 0 })
+	pe := evs("hog")[0]
+	want := "The node was low on resource: memory. Threshold quantity: 120Mi, available: "
+	if pe.Reason != "Evicted" || !strings.HasPrefix(pe.Message, want) || !strings.Contains(pe.Message, "Container main was using") ||
+		pe.Annotations["offending_containers"] != "main" || pe.Annotations["starved_resource"] != "memory" {
+		t.Errorf("pod event %s %q %v", pe.Reason, pe.Message, pe.Annotations)
+	}
+	ne := evs("node-a")[0]
+	if ne.Reason != "EvictionThresholdMet" || ne.Message != "Attempting to reclaim memory" || ne.InvolvedObject.Kind != "Node" {
+		t.Errorf("node event %s %q %+v", ne.Reason, ne.Message, ne.InvolvedObject)
+	}
+	// Pressure is gone: a few more synchronizes evict nothing else.
+	time.Sleep(3 * time.Second)
+	for _, name := range []string{"evictd-abc", "small"} {
+		p, err := srv.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was evicted too: %v", name, err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "evicted") || strings.Contains(out, "eviction failed") {
+		t.Errorf("log:\n%s", out)
+	}
+	t.Logf("evictd's log:\n%s", out)
+}
