@@ -44,11 +44,11 @@ type Options struct {
 	// and the pods-memory reader are filled in here.
 	Wakeups                                        agent.WakeupConfig
 	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
-	Interval    time.Duration
-	StateFile   string
-	DecisionLog *agent.DecisionLog
-	Metrics     *agent.Metrics
-	Log         *slog.Logger
+	Interval                                       time.Duration
+	StateFile                                      string
+	DecisionLog                                    *agent.DecisionLog
+	Metrics                                        *agent.Metrics
+	Log                                            *slog.Logger
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 }

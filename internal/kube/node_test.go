@@ -38,8 +38,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // installDeploy applies deploy/kubernetes/ as a user does and returns a
 // client with the ServiceAccount's identity.
@@ -107,13 +111,21 @@ func TestRealClusterRole(t *testing.T) {
 	}
 }
 
-// TestRealKubernetesMode: evictd wired as `evictd run --kubernetes` wires
-// it, with the shipped RBAC's identity, on a real API server and a real
-// kubepods tree (cgroup v1), a kubelet simulated by the test (it removes an
-// evicted pod's processes and its API object). evictd evicts the pod the
-// kubelet would, with the kubelet's grace, message, condition and Events,
-// and skips its own pod, which uses the most memory.
-func TestRealKubernetesMode(t *testing.T) {
+// nodeSetup is a real API server with deploy/kubernetes/ applied, a node,
+// and three pods with real cgroups (v1) under a kubepods tree limited to
+// 256M: evictd's own (96 MiB), hog (64 MiB, plus a 1 MiB sandbox) and small
+// (8 MiB). allocatable available ≈ 256 − 170 MiB < 120 MiB; ≈ 140 MiB once
+// hog is gone.
+type nodeSetup struct {
+	srv            *kubetest.Server
+	ns, pods       string
+	self, hog      *v1.Pod
+	hogProc, pause *cgrouptest.Hog
+	cfg            policy.Config
+	logs           *syncBuffer
+}
+
+func setupNode(t *testing.T) *nodeSetup {
 	srv := kubetest.Start(t, kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA))
 	cgrouptest.RequireV1Memory(t)
 	installDeploy(t, srv)
@@ -139,21 +151,36 @@ func TestRealKubernetesMode(t *testing.T) {
 	hogProc := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, cid(hog)), 64)
 	pause := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, strings.Repeat("f", 64)), 1)
 	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, small.UID, cid(small)), 8)
-
-	// allocatable available ≈ 256 − 170 MiB < 120 MiB; ≈ 140 MiB once hog is gone.
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "120Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	return &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, cfg: cfg, logs: &syncBuffer{}}
+}
+
+// options wire evictd as `evictd run --kubernetes` does, with the
+// ServiceAccount's token, a 1 s period and no kernel wake-ups.
+func (s *nodeSetup) options() Options {
+	return Options{
+		Rest: s.srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: s.self.UID}, Policy: s.cfg,
+		Collect: collect.Config{PodsCgroup: "/" + s.pods}, PDBWait: DefaultPDBWait,
+		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+		Interval: time.Second, Log: slog.New(slog.NewTextHandler(s.logs, nil)),
+	}
+}
+
+// TestRealKubernetesMode: evictd wired as `evictd run --kubernetes` wires
+// it, with the shipped RBAC's identity, on a real API server and a real
+// kubepods tree (cgroup v1), a kubelet simulated by the test (it removes an
+// evicted pod's processes and its API object). evictd evicts the pod the
+// kubelet would, with the kubelet's grace, message, condition and Events,
+// and skips its own pod, which uses the most memory.
+func TestRealKubernetesMode(t *testing.T) {
+	s := setupNode(t)
+	srv, ns, hogProc, pause, logs := s.srv, s.ns, s.hogProc, s.pause, s.logs
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := New(ctx, Options{
-		Rest: srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: self.UID}, Policy: cfg,
-		Collect: collect.Config{PodsCgroup: "/" + pods}, PDBWait: DefaultPDBWait,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
-		Interval: time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-	})
+	n, err := New(ctx, s.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +251,51 @@ func TestRealKubernetesMode(t *testing.T) {
 		t.Errorf("log:\n%s", out)
 	}
 	t.Logf("evictd's log:\n%s", out)
+}
+
+// TestRealShadowMode: in shadow mode evictd changes nothing, and when the
+// kubelet evicts a pod it records that evictd had decided the same pod and
+// how much earlier.
+func TestRealShadowMode(t *testing.T) {
+	s := setupNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := s.options()
+	o.Shadow = true
+	n, err := New(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	waitUntil(t, "evictd to decide", func() bool { return strings.Contains(s.logs.String(), "dry run: would evict") })
+	time.Sleep(1500 * time.Millisecond)
+	// The kubelet evicts hog.
+	hog, err := s.srv.Client.CoreV1().Pods(s.ns).Get(ctx, "hog", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hog.DeletionTimestamp != nil {
+		t.Fatal("shadow mode evicted hog")
+	}
+	hog.Status.Phase, hog.Status.Reason, hog.Status.Message = v1.PodFailed, "Evicted", "The node was low on resource: memory."
+	if _, err := s.srv.Client.CoreV1().Pods(s.ns).UpdateStatus(ctx, hog, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var reps []ShadowReport
+	waitUntil(t, "the shadow report", func() bool { reps = n.Shadow.Reports(); return len(reps) > 0 })
+	if r := reps[0]; r.Pod.Name != "hog" || !r.Decided || r.Lead < time.Second {
+		t.Errorf("shadow report %+v, want hog, decided, lead ≥ 1 s", r)
+	}
+	if !strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") {
+		t.Errorf("no shadow log line:\n%s", s.logs.String())
+	}
+	evs, _ := s.srv.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	for _, e := range evs.Items {
+		if e.Source.Component == Component {
+			t.Errorf("shadow mode recorded an event: %s %q", e.Reason, e.Message)
+		}
+	}
+	cancel()
+	<-done
 }
