@@ -123,6 +123,9 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *kf.node == "" {
+		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+	}
 	var rc *rest.Config
 	if *kf.kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", *kf.kubeconfig)
