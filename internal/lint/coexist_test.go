@@ -49,7 +49,7 @@ func TestCoexistence(t *testing.T) {
 			kHard: m("memory.available", "100Mi"), kSoft: m("memory.available", "500Mi"), kGrace: m("memory.available", "1m")},
 		{name: "kubelet hard, evictd only soft", eHard: m("pid.available", "1%"), eSoft: m("memory.available", "600Mi"), eGrace: m("memory.available", "1s"),
 			kHard: m("memory.available", "100Mi"),
-			want: []string{"warning memory.available<100Mi", "warning allocatableMemory.available<100Mi"}},
+			want:  []string{"warning memory.available<100Mi", "warning allocatableMemory.available<100Mi"}},
 		{name: "quantity against percentage", eHard: m("memory.available", "5%"), kHard: m("memory.available", "100Mi"),
 			want: []string{"info memory.available<100Mi", "info allocatableMemory.available<100Mi"}},
 	} {
