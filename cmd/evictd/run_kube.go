@@ -47,7 +47,7 @@ pod and how much earlier.
 type kubeFlags struct {
 	on, shadow                                       *bool
 	node, kubeconfig, summary, kubeletCA, podsCgroup *string
-	pdbWait                                          *time.Duration
+	pdbWait, localDeadline                           *time.Duration
 }
 
 func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
@@ -139,7 +139,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		Rest: rc, Node: *kf.node, Policy: pcfg,
 		Self:              kube.Self{UID: types.UID(os.Getenv("POD_UID")), Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
 		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
-		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait,
+		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
 		MemcgNotification: sh.switches["--memcg-notification"], PSI: sh.switches["--psi"],
 		MemoryEvents: sh.switches["--memory-events"], FastPoll: sh.switches["--fast-poll"],

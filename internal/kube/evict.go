@@ -59,9 +59,12 @@ type Evictor struct {
 	PDBWait time.Duration
 	// CallTimeout bounds each API call (0: DefaultCallTimeout).
 	CallTimeout time.Duration
-	DryRun      bool
-	Log         *slog.Logger
-	Now         func() time.Time // nil: time.Now
+	// Local, when set, kills an immediate eviction's pod cgroup on this
+	// node when it still runs after the grace period plus a deadline.
+	Local  *LocalFallback
+	DryRun bool
+	Log    *slog.Logger
+	Now    func() time.Time // nil: time.Now
 
 	mu      sync.Mutex
 	refused map[types.UID]time.Time // first PDB refusal per pod
@@ -108,6 +111,16 @@ func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, e
 	err := e.evict(ctx, pod, secs)
 	switch {
 	case err == nil:
+	case ev.Immediate && e.Local != nil && unreachable(err):
+		how, lerr := e.Local.wait(ctx, pod, grace)
+		if lerr != nil {
+			return done(fmt.Errorf("eviction API: %w; local kill: %v", err, lerr))
+		}
+		if how == "" {
+			return done(fmt.Errorf("eviction API: %w (the pod's processes stopped meanwhile)", err))
+		}
+		res.Method, res.Gone = how+" (eviction API: "+err.Error()+")", true
+		return done(nil)
 	case gone(err):
 		e.forget(pod.UID)
 		res.Method, res.Gone = "already gone (deleted or replaced meanwhile)", true
@@ -130,6 +143,16 @@ func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, e
 	}
 	e.forget(pod.UID)
 	e.record(ctx, pod, ev)
+	if ev.Immediate && e.Local != nil {
+		how, lerr := e.Local.wait(ctx, pod, grace)
+		if lerr != nil {
+			return done(fmt.Errorf("%s accepted, but the local kill after the deadline failed: %w", res.Method, lerr))
+		}
+		if how != "" {
+			res.Method += ", then " + how
+			res.Gone = true
+		}
+	}
 	return done(nil)
 }
 

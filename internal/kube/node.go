@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
@@ -35,6 +36,10 @@ type Options struct {
 	KubeletSummaryURL string
 	KubeletCA         string // CA of the kubelet's serving certificate ("": not verified)
 	PDBWait           time.Duration
+	// LocalDeadline: how long after an immediate eviction's grace period
+	// evictd kills the pod's cgroup itself when it still runs (0:
+	// DefaultLocalDeadline; negative: never).
+	LocalDeadline time.Duration
 	// DryRun decides and records only. Shadow is DryRun that also compares
 	// with the kubelet's own evictions.
 	DryRun, Shadow bool
@@ -170,6 +175,15 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	n.Wakeups = wk
 
 	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log}
+	if !dry && o.LocalDeadline >= 0 {
+		k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, Log: o.Log}
+		if v2 {
+			k.Mode = actuate.V2
+		} else if r, _, ok := col.Hierarchy().Controller("freezer"); ok {
+			k.FreezerRoot = r
+		}
+		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
+	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
 	if o.Shadow {
 		n.Shadow = &Shadow{Log: o.Log}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/collect"
@@ -121,6 +122,7 @@ type nodeSetup struct {
 	ns, pods       string
 	self, hog      *v1.Pod
 	hogProc, pause *cgrouptest.Hog
+	hogDir         string // hog's container cgroup
 	cfg            policy.Config
 	logs           *syncBuffer
 }
@@ -148,14 +150,15 @@ func setupNode(t *testing.T) *nodeSetup {
 		t.Fatal(err)
 	}
 	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, self.UID, cid(self)), 96)
-	hogProc := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, cid(hog)), 64)
+	hogDir := fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, cid(hog))
+	hogProc := mk(hogDir, 64)
 	pause := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, strings.Repeat("f", 64)), 1)
 	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, small.UID, cid(small)), 8)
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "120Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, cfg: cfg, logs: &syncBuffer{}}
+	return &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, hogDir: filepath.Join(cgrouptest.V1Memory, hogDir), cfg: cfg, logs: &syncBuffer{}}
 }
 
 // options wire evictd as `evictd run --kubernetes` does, with the
@@ -298,4 +301,90 @@ func TestRealShadowMode(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func runNode(t *testing.T, o Options) (*Node, context.CancelFunc, chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := New(ctx, o)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	return n, cancel, done
+}
+
+func podCgroupEmpty(t *testing.T, dir string) bool {
+	pids, err := actuate.ProcsRecursive(filepath.Dir(dir))
+	return err == nil && len(pids) == 0
+}
+
+func untouched(t *testing.T, s *nodeSetup, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		p, err := s.srv.Client.CoreV1().Pods(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was evicted too: %v", name, err)
+		}
+	}
+}
+
+// TestRealLocalFallbackKubeletWedged: the API accepts the eviction but no
+// kubelet stops the pod; after grace + deadline evictd kills the pod's
+// cgroup itself (freezer + SIGKILL on v1), and does not pick the pod again
+// while its API object lingers, nor any other pod.
+func TestRealLocalFallbackKubeletWedged(t *testing.T) {
+	s := setupNode(t)
+	o := s.options()
+	o.LocalDeadline = time.Second
+	_, cancel, done := runNode(t, o)
+	defer cancel()
+	waitUntil(t, "the local kill of hog's cgroup", func() bool { return podCgroupEmpty(t, s.hogDir) })
+	p, err := s.srv.Client.CoreV1().Pods(s.ns).Get(context.Background(), "hog", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("hog: %v; want the eviction accepted (deletion timestamp set)", err)
+	}
+	waitUntil(t, "the eviction to be logged", func() bool {
+		return strings.Contains(s.logs.String(), "then local freezer+SIGKILL after grace 1s + deadline 1s")
+	})
+	time.Sleep(3 * time.Second)
+	untouched(t, s, "evictd-abc", "small")
+	if n := strings.Count(s.logs.String(), "msg=evicted"); n != 1 {
+		t.Errorf("%d evictions, want 1:\n%s", n, s.logs.String())
+	}
+	cancel()
+	<-done
+}
+
+// TestRealLocalFallbackAPIServerDown: the API server stops; pressure comes;
+// evictd keeps deciding from its cache and its own stats, and, the
+// eviction call failing, kills the pod's cgroup itself after grace +
+// deadline, and records that it did.
+func TestRealLocalFallbackAPIServerDown(t *testing.T) {
+	s := setupNode(t)
+	o := s.options()
+	o.LocalDeadline = time.Second
+	// allocatable available ≈ 256 − 170 MiB: not under 60 MiB yet.
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "60Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Policy = cfg
+	_, cancel, done := runNode(t, o)
+	defer cancel()
+	time.Sleep(2 * time.Second)
+	if strings.Contains(s.logs.String(), "msg=evicted") {
+		t.Fatalf("evicted before the pressure:\n%s", s.logs.String())
+	}
+	s.srv.StopAPIServer()
+	cgrouptest.StartHog(t, 48, s.hogDir) // hog's container grows by 48 MiB
+	waitUntil(t, "the local kill of hog's cgroup", func() bool { return podCgroupEmpty(t, s.hogDir) })
+	waitUntil(t, "the eviction to be logged", func() bool {
+		return strings.Contains(s.logs.String(), "local freezer+SIGKILL after grace 1s + deadline 1s (eviction API:")
+	})
+	cancel()
+	<-done
+	t.Logf("evictd's log:\n%s", s.logs.String())
 }

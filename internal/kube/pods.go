@@ -58,6 +58,22 @@ type Pods struct {
 	informer cache.SharedIndexInformer
 	stop     chan struct{}
 	stopOnce sync.Once
+
+	mu       sync.Mutex
+	excluded map[types.UID]bool // killed locally; see Exclude
+}
+
+// Exclude leaves the pod with this UID out of Pods until the informer no
+// longer lists it: evictd killed its cgroup itself, and its API object may
+// stay (terminating, or not even that while the API server is away) for as
+// long as the kubelet or the API server are not back.
+func (p *Pods) Exclude(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.excluded == nil {
+		p.excluded = map[types.UID]bool{}
+	}
+	p.excluded[uid] = true
 }
 
 // NewPods starts the informer and waits (bounded by ctx) for its first list.
@@ -89,15 +105,33 @@ func (p *Pods) Informer() cache.SharedIndexInformer { return p.informer }
 func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 	objs := p.informer.GetStore().List()
 	out := make([]*v1.Pod, 0, len(objs))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var listed map[types.UID]bool
+	if len(p.excluded) > 0 {
+		listed = make(map[types.UID]bool, len(p.excluded))
+	}
 	for _, o := range objs {
 		pod, ok := o.(*v1.Pod)
-		if !ok || !Active(pod) {
+		if !ok {
+			continue
+		}
+		if p.excluded[pod.UID] {
+			listed[pod.UID] = true
+			continue
+		}
+		if !Active(pod) {
 			continue
 		}
 		if p.Self.is(pod) {
 			pod = markSelf(pod)
 		}
 		out = append(out, pod)
+	}
+	for uid := range p.excluded {
+		if !listed[uid] {
+			delete(p.excluded, uid) // gone from the API: nothing to hide any more
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {

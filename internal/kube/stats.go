@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/collect"
@@ -228,4 +229,20 @@ func mergeDisk(sum, ks *statsapi.Summary) {
 			}
 		}
 	}
+}
+
+// PodCgroup returns the absolute cgroup directory (memory hierarchy) of the
+// pod with this UID, from a fresh discovery of the kubepods tree.
+func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
+	ws, err := s.Collector.Workloads()
+	if err != nil {
+		return "", false
+	}
+	root, _ := s.Collector.MemoryRoot()
+	for _, w := range ws {
+		if w.PodUID == string(uid) {
+			return root + w.Cgroup, true
+		}
+	}
+	return "", false
 }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,7 +63,13 @@ type Server struct {
 	Dir    string
 	Admin  *rest.Config
 	Client kubernetes.Interface
+
+	stopAPIServer func()
 }
+
+// StopAPIServer stops kube-apiserver (etcd keeps running), as an outage in
+// the middle of a test.
+func (s *Server) StopAPIServer() { s.stopAPIServer() }
 
 // Start starts etcd and kube-apiserver (RBAC on, static tokens for the
 // admin and users) and stops both when the test ends. It skips unless Env
@@ -104,7 +111,7 @@ func Start(t testing.TB, users ...User) *Server {
 	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	start(t, dir, "etcd", etcd, "--name", "test", "--data-dir", filepath.Join(dir, "etcd"),
+	_ = start(t, dir, "etcd", etcd, "--name", "test", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "test="+peerURL, "--initial-cluster-state", "new")
@@ -116,7 +123,7 @@ func Start(t testing.TB, users ...User) *Server {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	start(t, dir, "kube-apiserver", apiserver, "--etcd-servers", etcdURL,
+	s.stopAPIServer = start(t, dir, "kube-apiserver", apiserver, "--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
 		"--cert-dir", filepath.Join(dir, "certs"), "--endpoint-reconciler-type", "none",
 		"--service-cluster-ip-range", "10.96.0.0/24", "--token-auth-file", filepath.Join(dir, "tokens.csv"),
@@ -213,9 +220,10 @@ func freePort(t testing.TB) int {
 }
 
 // start runs a server with its output in dir/<name>.log, stopped (SIGTERM,
-// then SIGKILL after 10 s) when the test ends; cleanups run last-in first-out,
-// so the apiserver stops before etcd.
-func start(t testing.TB, dir, name, path string, args ...string) {
+// then SIGKILL after 10 s) when the test ends or when the returned function
+// is called; cleanups run last-in first-out, so the apiserver stops before
+// etcd.
+func start(t testing.TB, dir, name, path string, args ...string) (stop func()) {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -230,16 +238,21 @@ func start(t testing.TB, dir, name, path string, args ...string) {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			logf.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func waitFor(t testing.TB, dir, name string, limit time.Duration, ready func() bool) {
