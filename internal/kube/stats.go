@@ -52,8 +52,8 @@ type Stats struct {
 	Log       *slog.Logger
 
 	mu       sync.Mutex
-	index    map[string]*podIndex // by pod UID; replaced, never mutated, per call
-	diskErr  string               // the last disk-source state ("" = fine)
+	index    podIndexes // replaced, never mutated, per call
+	diskErr  string     // the last disk-source state ("" = fine)
 	diskSeen bool
 }
 
@@ -78,30 +78,52 @@ func (s *Stats) NewCollector(cfg collect.Config) (*collect.Collector, error) {
 	return c, nil
 }
 
-func (s *Stats) lookup(uid string) *podIndex {
+func (s *Stats) current() podIndexes {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.index[uid]
+	return s.index
 }
 
-func (s *Stats) podRef(w collect.Workload) statsapi.PodReference {
-	if pi := s.lookup(w.PodUID); pi != nil {
+func (s *Stats) podRef(w collect.Workload) statsapi.PodReference { return s.current().podRef(w) }
+
+func (s *Stats) containerName(w collect.Workload, c collect.Container) string {
+	return s.current().containerName(w, c, "")
+}
+
+// podIndexes are pods by UID, with their containers by runtime ID.
+type podIndexes map[string]*podIndex
+
+func (idx podIndexes) podRef(w collect.Workload) statsapi.PodReference {
+	if pi := idx[w.PodUID]; pi != nil {
 		return statsapi.PodReference{Name: pi.pod.Name, Namespace: pi.pod.Namespace, UID: string(pi.pod.UID)}
 	}
 	return statsapi.PodReference{Name: w.Name, UID: w.PodUID}
 }
 
-// containerName names a container cgroup by the pod's container statuses; ""
-// (left out) for the sandbox and for a container the status does not list yet.
-func (s *Stats) containerName(w collect.Workload, c collect.Container) string {
-	if pi := s.lookup(w.PodUID); pi != nil {
+// containerName names a container cgroup by its pod's container statuses; ""
+// (left out) for the sandbox and for a container the status does not list
+// yet; unknown for a pod not in the index.
+func (idx podIndexes) containerName(w collect.Workload, c collect.Container, unknown string) string {
+	if pi := idx[w.PodUID]; pi != nil {
 		return pi.containers[c.ID]
 	}
-	return ""
+	return unknown
 }
 
-func indexPods(pods []*v1.Pod) map[string]*podIndex {
-	idx := make(map[string]*podIndex, len(pods))
+// NameFromPods makes a collector name the pods it finds under kubepods as
+// the kubelet's Summary names them, from a pod list (the informer's, or
+// `kubectl get pods -o json`): namespace and name from the pod, container
+// names from its container statuses, the sandbox (which no status lists)
+// left out of the containers. A pod cgroup the list does not have keeps
+// the collector's default naming (directory name, containers by ID).
+func NameFromPods(cfg *collect.Config, pods []*v1.Pod) {
+	idx := indexPods(pods)
+	cfg.PodRef = idx.podRef
+	cfg.ContainerName = func(w collect.Workload, c collect.Container) string { return idx.containerName(w, c, c.ID) }
+}
+
+func indexPods(pods []*v1.Pod) podIndexes {
+	idx := make(podIndexes, len(pods))
 	for _, p := range pods {
 		pi := &podIndex{pod: p, containers: map[string]string{}}
 		for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
