@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,7 @@ type nodeSetup struct {
 	self, hog      *v1.Pod
 	hogProc, pause *cgrouptest.Hog
 	hogDir         string // hog's container cgroup
+	smallDir       string // small's container cgroup
 	cfg            policy.Config
 	logs           *syncBuffer
 }
@@ -153,12 +155,14 @@ func setupNode(t *testing.T) *nodeSetup {
 	hogDir := fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, cid(hog))
 	hogProc := mk(hogDir, 64)
 	pause := mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, hog.UID, strings.Repeat("f", 64)), 1)
-	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, small.UID, cid(small)), 8)
+	smallDir := fmt.Sprintf("%s/besteffort/pod%s/%s", pods, small.UID, cid(small))
+	mk(smallDir, 8)
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "120Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, hogDir: filepath.Join(cgrouptest.V1Memory, hogDir), cfg: cfg, logs: &syncBuffer{}}
+	return &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, hogDir: filepath.Join(cgrouptest.V1Memory, hogDir),
+		smallDir: filepath.Join(cgrouptest.V1Memory, smallDir), cfg: cfg, logs: &syncBuffer{}}
 }
 
 // options wire evictd as `evictd run --kubernetes` does, with the
@@ -361,7 +365,9 @@ func TestRealLocalFallbackKubeletWedged(t *testing.T) {
 // TestRealLocalFallbackAPIServerDown: the API server stops; pressure comes;
 // evictd keeps deciding from its cache and its own stats, and, the
 // eviction call failing, kills the pod's cgroup itself after grace +
-// deadline, and records that it did.
+// deadline, and records that it did; its goroutines and descriptors do not
+// grow while the server is away; when the server is back, evictions go
+// through the API again.
 func TestRealLocalFallbackAPIServerDown(t *testing.T) {
 	s := setupNode(t)
 	o := s.options()
@@ -384,7 +390,33 @@ func TestRealLocalFallbackAPIServerDown(t *testing.T) {
 	waitUntil(t, "the eviction to be logged", func() bool {
 		return strings.Contains(s.logs.String(), "local freezer+SIGKILL after grace 1s + deadline 1s (eviction API:")
 	})
+
+	// Still away: a few more synchronizes and informer retries.
+	time.Sleep(2 * time.Second)
+	g0, f0 := runtime.NumGoroutine(), openFDs(t)
+	time.Sleep(5 * time.Second)
+	g1, f1 := runtime.NumGoroutine(), openFDs(t)
+	if g1 > g0+5 || f1 > f0+3 {
+		t.Errorf("while the API server is away: goroutines %d → %d, descriptors %d → %d", g0, g1, f0, f1)
+	}
+	t.Logf("while the API server is away: goroutines %d → %d, descriptors %d → %d", g0, g1, f0, f1)
+
+	s.srv.RestartAPIServer(t)
+	cgrouptest.StartHog(t, 100, s.smallDir) // small grows past evictd's own pod
+	waitUntil(t, "the API eviction of small", func() bool {
+		p, err := s.srv.Client.CoreV1().Pods(s.ns).Get(context.Background(), "small", metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp != nil
+	})
+	untouched(t, s, "evictd-abc")
 	cancel()
 	<-done
 	t.Logf("evictd's log:\n%s", s.logs.String())
+}
+
+func openFDs(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
 }

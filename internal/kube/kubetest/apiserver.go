@@ -64,12 +64,21 @@ type Server struct {
 	Admin  *rest.Config
 	Client kubernetes.Interface
 
-	stopAPIServer func()
+	stopAPIServer  func()
+	startAPIServer func() func()
 }
 
 // StopAPIServer stops kube-apiserver (etcd keeps running), as an outage in
 // the middle of a test.
 func (s *Server) StopAPIServer() { s.stopAPIServer() }
+
+// RestartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same port with the same data, and waits until it is ready.
+func (s *Server) RestartAPIServer(t testing.TB) {
+	t.Helper()
+	s.stopAPIServer = s.startAPIServer()
+	s.waitReady(t)
+}
 
 // Start starts etcd and kube-apiserver (RBAC on, static tokens for the
 // admin and users) and stops both when the test ends. It skips unless Env
@@ -123,25 +132,33 @@ func Start(t testing.TB, users ...User) *Server {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	s.stopAPIServer = start(t, dir, "kube-apiserver", apiserver, "--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
-		"--cert-dir", filepath.Join(dir, "certs"), "--endpoint-reconciler-type", "none",
-		"--service-cluster-ip-range", "10.96.0.0/24", "--token-auth-file", filepath.Join(dir, "tokens.csv"),
-		"--authorization-mode", "RBAC", "--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-account-key-file", filepath.Join(dir, "sa.pub"), "--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
-		"--profiling=false")
+	s.startAPIServer = func() func() {
+		return start(t, dir, "kube-apiserver", apiserver, "--etcd-servers", etcdURL,
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
+			"--cert-dir", filepath.Join(dir, "certs"), "--endpoint-reconciler-type", "none",
+			"--service-cluster-ip-range", "10.96.0.0/24", "--token-auth-file", filepath.Join(dir, "tokens.csv"),
+			"--authorization-mode", "RBAC", "--service-account-issuer", "https://kubernetes.default.svc",
+			"--service-account-key-file", filepath.Join(dir, "sa.pub"), "--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+			"--profiling=false")
+	}
+	s.stopAPIServer = s.startAPIServer()
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	s.Admin = s.ConfigFor(AdminToken)
 	if s.Client, err = kubernetes.NewForConfig(s.Admin); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, dir, "kube-apiserver", 90*time.Second, func() bool {
+	s.waitReady(t)
+	return s
+}
+
+func (s *Server) waitReady(t testing.TB) {
+	t.Helper()
+	waitFor(t, s.Dir, "kube-apiserver", 90*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		body, err := s.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && strings.TrimSpace(string(body)) == "ok"
 	})
-	return s
 }
 
 // ConfigFor returns a client configuration that authenticates with token
