@@ -80,10 +80,10 @@ func kubepodsTree(t *testing.T, root string, v2 bool, driver string) string {
 	dirs := map[string]int{cont(podA, cidMain): 24, cont(podA, cidSide): 8, cont(podA, cidPause): 1, cont(podB, cidB): 4}
 	made := map[string]string{}
 	for rel := range dirs {
+		made[rel] = cgrouptest.Mkdirs(t, root, rel)
 		if v2 {
 			cgrouptest.EnableV2Controllers(t, root, filepath.Dir(rel))
 		}
-		made[rel] = cgrouptest.Mkdirs(t, root, rel)
 	}
 	limitFile := "memory.limit_in_bytes"
 	if v2 {
