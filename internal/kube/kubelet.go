@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -44,9 +45,11 @@ type KubeletSummary struct {
 	// Timeout bounds each fetch (0: DefaultCallTimeout).
 	Timeout time.Duration
 
-	mu   sync.Mutex
-	last *statsapi.Summary
-	at   time.Time
+	mu       sync.Mutex
+	last     *statsapi.Summary // nil when the last fetch failed
+	err      error
+	at       time.Time // of the last fetch
+	fetching bool
 }
 
 // NewKubeletSummary builds the fetcher from the API client's configuration
@@ -99,7 +102,10 @@ func summaryURLOf(n *v1.Node) (string, error) {
 	return "https://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + "/stats/summary", nil
 }
 
-// Summary implements DiskSource.
+// Summary implements DiskSource without waiting on the network: it returns
+// the last fetch's result (nil and its error when it failed) and, when that
+// is Every old, starts the next fetch in the background, so a slow or hung
+// kubelet never delays a memory decision. Call Fetch once first.
 func (k *KubeletSummary) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	every := k.Every
 	if every <= 0 {
@@ -107,16 +113,28 @@ func (k *KubeletSummary) Summary(ctx context.Context) (*statsapi.Summary, error)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.last != nil && time.Since(k.at) < every {
-		return k.last, nil
+	if !k.fetching && time.Since(k.at) >= every {
+		k.fetching = true
+		go func() {
+			s, err := k.fetch(context.Background())
+			k.mu.Lock()
+			k.last, k.err, k.at, k.fetching = s, err, time.Now(), false
+			k.mu.Unlock()
+		}()
 	}
+	if k.last == nil && k.err == nil {
+		return nil, errors.New("the kubelet's Summary has not been fetched yet")
+	}
+	return k.last, k.err
+}
+
+// Fetch fetches the kubelet's Summary now and keeps it for Summary.
+func (k *KubeletSummary) Fetch(ctx context.Context) (*statsapi.Summary, error) {
 	s, err := k.fetch(ctx)
-	if err != nil {
-		k.last = nil
-		return nil, err
-	}
-	k.last, k.at = s, time.Now()
-	return s, nil
+	k.mu.Lock()
+	k.last, k.err, k.at = s, err, time.Now()
+	k.mu.Unlock()
+	return s, err
 }
 
 func (k *KubeletSummary) fetch(ctx context.Context) (*statsapi.Summary, error) {

@@ -102,6 +102,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	n.Collector, n.Stats = col, st
 
+	fs := policy.Filesystems{}
 	if o.KubeletSummaryURL != SummaryOff {
 		url := o.KubeletSummaryURL
 		if url == "" {
@@ -115,14 +116,11 @@ func New(ctx context.Context, o Options) (*Node, error) {
 				return nil, err
 			}
 			st.Disk, n.DiskStats = ks, url
-		}
-	}
-	fs := policy.Filesystems{}
-	if st.Disk != nil {
-		if s, err := st.Disk.Summary(ctx); err == nil {
-			fs = filesystemsOf(s)
-		} else {
-			o.Log.Warn("the kubelet's Summary is not readable now; assuming one filesystem for nodefs and imagefs", "err", err)
+			if s, err := ks.Fetch(ctx); err == nil {
+				fs = filesystemsOf(s)
+			} else {
+				o.Log.Warn("the kubelet's Summary is not readable now; assuming one filesystem for nodefs and imagefs", "err", err)
+			}
 		}
 	}
 	eng, err := policy.NewEngine(o.Policy, fs)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,16 +192,21 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 			EphemeralStorage: &statsapi.FsStats{Time: now, UsedBytes: u(7 << 20)},
 			Containers:       []statsapi.ContainerStats{{Name: "main", Rootfs: &statsapi.FsStats{Time: now, UsedBytes: u(3 << 20)}}}}},
 	}
-	up := true
+	var up atomic.Bool
+	up.Store(true)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !up || r.URL.Path != "/stats/summary" {
+		if !up.Load() || r.URL.Path != "/stats/summary" {
 			http.Error(w, "no", http.StatusServiceUnavailable)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(ks)
 	}))
 	defer srv.Close()
-	s.Disk = &KubeletSummary{URL: srv.URL + "/stats/summary", Client: srv.Client(), Every: time.Nanosecond}
+	ksum := &KubeletSummary{URL: srv.URL + "/stats/summary", Client: srv.Client(), Every: time.Nanosecond}
+	if _, err := ksum.Fetch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Disk = ksum
 	sum, err = s.Summary(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -210,9 +216,20 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 		p.EphemeralStorage == nil || *p.EphemeralStorage.UsedBytes != 7<<20 || p.Containers[0].Rootfs == nil || *p.Containers[0].Rootfs.UsedBytes != 3<<20 {
 		t.Errorf("disk part not merged: node %+v, pod %+v", sum.Node.Fs, p)
 	}
-	up = false
-	if sum, err = s.Summary(context.Background()); err != nil || sum.Node.Fs != nil {
-		t.Fatalf("kubelet down: err %v, node fs %v; want no error and no disk stats", err, sum.Node.Fs)
+	up.Store(false)
+	// The fetch runs in the background: a later Summary sees the failure.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if sum, err = s.Summary(context.Background()); err != nil {
+			t.Fatalf("kubelet down: %v; want no error", err)
+		}
+		if sum.Node.Fs == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the kubelet's failure never showed")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	_, _ = s.Summary(context.Background())
 	out := logs.String()
