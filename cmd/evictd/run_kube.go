@@ -52,14 +52,15 @@ type kubeFlags struct {
 
 func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	return &kubeFlags{
-		on:         fs.Bool("kubernetes", false, "Kubernetes mode: evict this node's pods through the API server (docs/kubernetes.md)"),
-		shadow:     fs.Bool("shadow", false, "Kubernetes mode: decide and record only, and compare with the kubelet's own evictions"),
-		node:       fs.String("node-name", os.Getenv("NODE_NAME"), "Kubernetes mode: this node's name (default $NODE_NAME)"),
-		kubeconfig: fs.String("kubeconfig", "", `Kubernetes mode: kubeconfig file; "" uses the in-cluster ServiceAccount`),
-		summary:    fs.String("kubelet-summary", "", `Kubernetes mode: the kubelet's /stats/summary URL for disk stats; "" finds it in the Node object, "none" turns disk thresholds off`),
-		kubeletCA:  fs.String("kubelet-ca", "", "Kubernetes mode: CA file of the kubelet's serving certificate (default: not verified)"),
-		podsCgroup: fs.String("pods-cgroup", "", "Kubernetes mode: the kubelet's pods cgroup relative to the memory hierarchy root (default: kubepods.slice or kubepods, whichever exists)"),
-		pdbWait:    fs.Duration("pdb-wait", kube.DefaultPDBWait, "Kubernetes mode: how long a soft-threshold eviction refused by a PodDisruptionBudget is retried before the pod is deleted; negative: never override a PDB"),
+		on:            fs.Bool("kubernetes", false, "Kubernetes mode: evict this node's pods through the API server (docs/kubernetes.md)"),
+		shadow:        fs.Bool("shadow", false, "Kubernetes mode: decide and record only, and compare with the kubelet's own evictions"),
+		node:          fs.String("node-name", os.Getenv("NODE_NAME"), "Kubernetes mode: this node's name (default $NODE_NAME)"),
+		kubeconfig:    fs.String("kubeconfig", "", `Kubernetes mode: kubeconfig file; "" uses the in-cluster ServiceAccount`),
+		summary:       fs.String("kubelet-summary", "", `Kubernetes mode: the kubelet's /stats/summary URL for disk stats; "" finds it in the Node object, "none" turns disk thresholds off`),
+		kubeletCA:     fs.String("kubelet-ca", "", "Kubernetes mode: CA file of the kubelet's serving certificate (default: not verified)"),
+		podsCgroup:    fs.String("pods-cgroup", "", "Kubernetes mode: the kubelet's pods cgroup relative to the memory hierarchy root (default: kubepods.slice or kubepods, whichever exists)"),
+		localDeadline: fs.Duration("local-deadline", kube.DefaultLocalDeadline, "Kubernetes mode: when a hard-threshold eviction's pod still runs this long after its grace period (the kubelet wedged, or the API server unreachable), evictd kills the pod's cgroup itself; negative: never"),
+		pdbWait:       fs.Duration("pdb-wait", kube.DefaultPDBWait, "Kubernetes mode: how long a soft-threshold eviction refused by a PodDisruptionBudget is retried before the pod is deleted; negative: never override a PDB"),
 	}
 }
 
