@@ -22,6 +22,7 @@ import (
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -93,15 +94,24 @@ func kubePolicyConfig(path string, explicit bool, flags *load.EvictionFlags, log
 	default:
 		return policy.Config{}, "", err
 	}
+	kubelet := kc.DeepCopy()
 	if err := flags.Apply(kc); err != nil {
 		return policy.Config{}, "", err
 	}
-	if set := flags.Set(); len(set) > 0 {
+	set := flags.Set()
+	if len(set) > 0 {
 		source += " + --" + strings.Join(set, " --")
 	}
 	cfg, err := policy.ConfigFromKubelet(kc)
 	if err != nil {
 		return policy.Config{}, "", &sourceError{source, err}
+	}
+	// evictd's flags may lower a threshold below the kubelet's own: say so
+	// once at start (evictd lint --kubelet-config has the details).
+	if kcfg, err := policy.ConfigFromKubelet(kubelet); err == nil && len(set) > 0 {
+		for _, f := range lint.Coexistence(cfg.Thresholds, kcfg.Thresholds, path) {
+			log.Warn("the kubelet acts before evictd on this signal", "kubelet_threshold", f.Value, "finding", f.Message, "fix", f.Fix)
+		}
 	}
 	return cfg, source, nil
 }

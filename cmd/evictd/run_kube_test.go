@@ -82,4 +82,16 @@ evictionHard: {memory.available: 300Mi}
 	if !strings.Contains(errb.String(), "read leniently") {
 		t.Errorf("no lenient-read warning:\n%s", errb.String())
 	}
+	if strings.Contains(errb.String(), "acts before evictd") {
+		t.Errorf("coexistence warning with the kubelet's own thresholds:\n%s", errb.String())
+	}
+
+	// evictd's flags lowering a threshold below the kubelet's: one warning.
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"run", "--kubernetes", "--check", "--config", cfg, "--node-name", "node-a", "--eviction-hard", "memory.available<200Mi",
+		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/" + pods, "--kubelet-summary", "none"}, &out, &errb)
+	if code != exitOK || strings.Count(errb.String(), "the kubelet acts before evictd") != 2 {
+		t.Errorf("exit %d; want two coexistence warnings (memory and allocatable):\n%s", code, errb.String())
+	}
 }
