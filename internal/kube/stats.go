@@ -134,6 +134,12 @@ func indexPods(pods []*v1.Pod) podIndexes {
 			}
 		}
 		idx[string(p.UID)] = pi
+		// A static pod's cgroup is named by the UID the kubelet gave it (the
+		// hash of its file); the API shows its mirror pod, with another UID
+		// and that hash in the mirror annotation.
+		if h := p.Annotations[v1.MirrorPodAnnotationKey]; h != "" && h != string(p.UID) {
+			idx[h] = pi
+		}
 	}
 	return idx
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -235,5 +236,29 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 	out := logs.String()
 	if n := strings.Count(out, "disk thresholds"); n != 3 {
 		t.Errorf("%d disk-state log lines, want 3 (none, then evaluated, then not again):\n%s", n, out)
+	}
+}
+
+// A static pod's cgroup carries the kubelet's UID (its file's hash); the
+// informer lists its mirror pod, with another UID and the hash in the
+// mirror annotation: the Summary names the cgroup after the mirror pod.
+func TestRealStatsMirrorPodV1(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	const hash = "0123456789abcdef0123456789abcdef"
+	pods := cgrouptest.UniqueName(t) + "/kubepods"
+	cgrouptest.StartHog(t, 4, cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods+"/burstable/pod"+hash+"/"+cidMain))
+	m := runningPod("kube-system", "etcd-node-a", uidA, map[string]string{"etcd": cidMain})
+	m.Annotations = map[string]string{"kubernetes.io/config.mirror": hash, "kubernetes.io/config.hash": hash, "kubernetes.io/config.source": "file"}
+	s := &Stats{Pods: podList{m}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if _, err := s.NewCollector(collect.Config{PodsCgroup: "/" + pods}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := s.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Pods) != 1 || sum.Pods[0].PodRef != (statsapi.PodReference{Namespace: "kube-system", Name: "etcd-node-a", UID: uidA}) ||
+		len(sum.Pods[0].Containers) != 1 || sum.Pods[0].Containers[0].Name != "etcd" {
+		t.Fatalf("Summary pods %+v, want the mirror pod kube-system/etcd-node-a with container etcd", sum.Pods)
 	}
 }
