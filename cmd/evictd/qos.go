@@ -239,3 +239,32 @@ func clip(s string, n int) string {
 	}
 	return s[:n-1] + "…"
 }
+
+// hostQoSSettings are the memory QoS settings `evictd run` keeps and
+// `evictd qos --live` compares with: the config's MemoryQoS gate,
+// memoryReservationPolicy and memoryThrottlingFactor, and this machine's
+// facts (MemTotal, allocatable = MemTotal − systemReserved − kubeReserved,
+// page size). The cgroup version is the caller's.
+func hostQoSSettings(configPath string) (memqos.Settings, error) {
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if configPath != "" {
+		var err error
+		if kc, err = load.KubeletConfigFile(configPath); err != nil {
+			return memqos.Settings{}, err
+		}
+	}
+	s, err := memqos.FromKubelet(kc)
+	if err != nil {
+		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+	}
+	mi, err := host.ReadMeminfo("/proc")
+	if err != nil {
+		return s, fmt.Errorf("reading this machine's MemTotal: %w", err)
+	}
+	s.MemoryCapacity = int64(mi.MemTotal)
+	if s.NodeAllocatableMemory, err = memqos.NodeAllocatableMemory(s.MemoryCapacity, kc); err != nil {
+		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+	}
+	s.PageSize = int64(os.Getpagesize())
+	return s, nil
+}

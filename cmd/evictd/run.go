@@ -105,6 +105,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -174,6 +175,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
+	}
+	if *memoryQoS {
+		qs, err := hostQoSSettings(*configPath)
+		if err != nil {
+			return fail("%v", err)
+		}
+		opts.MemoryQoS = &qs
 	}
 	if *check {
 		h, err := agent.NewHost(opts)
