@@ -60,14 +60,22 @@ QoS-class cgroups; JSON has exactly
 {"pods":[{"namespace","name","qosClass","containers":[{"name","memoryMin",
 "memoryLow","memoryHigh","oomScoreAdj"}]}]}, init containers first.
 
+With --live (host mode), it reads what is written now on each workload of
+--workload-root — memory.min/low/high (cgroup v2), every process's
+oom_score_adj — and on the root, and prints it next to what "evictd run"
+keeps there from the same --config and --workloads; "!=" flags a
+difference. Workloads without a process are left out, as evictd run leaves
+them out.
+
 Examples:
   evictd qos --config /var/lib/kubelet/config.yaml --pods pods.json
+  evictd qos --live --config /etc/evictd/kubelet.yaml --workload-root /workloads --workloads /etc/evictd/workloads.yaml
   kubectl get pods -A -o json --field-selector spec.nodeName=node1 > pods.json
   evictd qos --config config.yaml --pods pods.json --memory-capacity 64Gi -o json
 `
 
 func runQoS(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json]", qosHelp, stdout, stderr)
+	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
 	podsPath := fs.String("pods", "", "pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	allocFlag := fs.String("node-allocatable-memory", "", "node allocatable memory, e.g. 30Gi (default: capacity − systemReserved − kubeReserved)")
@@ -75,6 +83,9 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	cgroupVersion := fs.Int("cgroup-version", 2, "the node's cgroup version: 2, or 1 (where MemoryQoS writes nothing)")
 	pageSize := fs.Int64("page-size", int64(os.Getpagesize()), "the node's page size in bytes; memory.high is rounded down to it")
 	out := fs.String("o", "table", "output format: table or json")
+	live := fs.Bool("live", false, "compare what is written now on this host's workloads (--workload-root, --workloads) with what evictd run keeps there")
+	root := fs.String("workload-root", "", "with --live: the workload root, relative to the memory hierarchy root, as given to evictd run")
+	workloadsPath := fs.String("workloads", "", "with --live: the workloads file, as given to evictd run")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -82,9 +93,24 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd qos: "+format+"\n", a...)
 		return exitError
 	}
+	if *live {
+		switch {
+		case fs.NArg() > 0:
+			return fail("unexpected argument %q", fs.Arg(0))
+		case *podsPath != "":
+			return fail("--live reads the workloads of this host; --pods does not apply")
+		case *root == "":
+			return fail("--live needs --workload-root (as given to evictd run)")
+		case *out != "table" && *out != "json":
+			return fail("-o %q: want table or json", *out)
+		}
+		return runQoSLive(*configPath, *root, *workloadsPath, *out, stdout, stderr)
+	}
 	switch {
 	case fs.NArg() > 0:
 		return fail("unexpected argument %q", fs.Arg(0))
+	case *root != "" || *workloadsPath != "":
+		return fail("--workload-root and --workloads go with --live")
 	case *podsPath == "":
 		return fail("--pods is required (see --help)")
 	case *out != "table" && *out != "json":
