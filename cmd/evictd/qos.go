@@ -201,22 +201,7 @@ func positiveQuantity(flagName, v string) (int64, error) {
 }
 
 func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.QoSCgroups, capSource, allocSource string) {
-	state := "MemoryQoS on"
-	switch {
-	case !s.CgroupV2:
-		state = "cgroup v1: MemoryQoS writes nothing"
-	case !s.MemoryQoS:
-		state = "MemoryQoS off: memory.high reset to max"
-	}
-	tf := "unset (no memory.high)"
-	if s.ThrottlingFactor != nil {
-		tf = fmt.Sprint(*s.ThrottlingFactor)
-	}
-	pol := string(s.ReservationPolicy)
-	if pol == "" {
-		pol = string(memqos.ReservationNone)
-	}
-	fmt.Fprintf(w, "%s; memoryReservationPolicy %s; memoryThrottlingFactor %s\n", state, pol, tf)
+	fmt.Fprintln(w, qosSettingsLine(s))
 	fmt.Fprintf(w, "Memory capacity %s (%s); page size %d B\n", human(s.MemoryCapacity), capSource, s.PageSize)
 	fmt.Fprintf(w, "Node allocatable memory %s (%s)\n", human(s.NodeAllocatableMemory), allocSource)
 	fmt.Fprintln(w, `Values in bytes; "-" = the kubelet does not write the file.`)
@@ -244,6 +229,26 @@ func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.Q
 		fmt.Fprintf(w, "\nQoS cgroups (%s): kubepods memory.min %s memory.low %s;\n  kubepods/burstable memory.low %s\n",
 			when, q.KubepodsMemoryMin, q.KubepodsMemoryLow, q.BurstableMemoryLow)
 	}
+}
+
+// qosSettingsLine says which MemoryQoS settings are in force.
+func qosSettingsLine(s memqos.Settings) string {
+	state := "MemoryQoS on"
+	switch {
+	case !s.CgroupV2:
+		state = "cgroup v1: MemoryQoS writes nothing"
+	case !s.MemoryQoS:
+		state = "MemoryQoS off: memory.high reset to max"
+	}
+	tf := "unset (no memory.high)"
+	if s.ThrottlingFactor != nil {
+		tf = fmt.Sprint(*s.ThrottlingFactor)
+	}
+	pol := string(s.ReservationPolicy)
+	if pol == "" {
+		pol = string(memqos.ReservationNone)
+	}
+	return fmt.Sprintf("%s; memoryReservationPolicy %s; memoryThrottlingFactor %s", state, pol, tf)
 }
 
 // human renders bytes for the header lines: exact when a whole number of

@@ -65,20 +65,7 @@ func runQoSLive(configPath, rootRel, workloadsPath, out string, stdout, stderr i
 		stdout.Write(append(b, '\n'))
 		return exitOK
 	}
-	tf := "unset (no memory.high)"
-	if s.ThrottlingFactor != nil {
-		tf = fmt.Sprint(*s.ThrottlingFactor)
-	}
-	state := "MemoryQoS on"
-	switch {
-	case !s.CgroupV2:
-		state = "cgroup v1: oom_score_adj only"
-	case !s.MemoryQoS:
-		state = "MemoryQoS off: memory.high kept at max"
-	}
-	pol := string(s.ReservationPolicy)
-	fmt.Fprintf(stdout, "%s (cgroup v%d): %s; memoryReservationPolicy %s; memoryThrottlingFactor %s\n",
-		root, version, state, pol, tf)
+	fmt.Fprintf(stdout, "%s (cgroup v%d): %s\n", root, version, qosSettingsLine(s))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tCLASS\tFILE\tSHOULD BE\tIS NOW\t")
 	for _, r := range rows {
