@@ -191,55 +191,67 @@ func fileCache(t *testing.T, dir string) uint64 {
 	return vmtest.ReadKeyed(t, dir, "memory.stat")["file"]
 }
 
-// TestPageCacheProtection (cgroup v2, no swap): two workloads in a root
-// limited to 48 MiB both fill page cache by reading files from a disk file
-// system. With TieredReservation the Guaranteed one's 24 MiB, under its
-// memory.min, stays resident while the BestEffort one streams 128 MiB
-// through; with policy None the same run reclaims the Guaranteed one's
-// cache too. Clean page cache is dropped, not swapped: no swap is needed.
+// TestPageCacheProtection (cgroup v2, no swap): three workloads in a root
+// limited to 56 MiB fill page cache by reading files from a disk file
+// system: a Guaranteed db (request 20Mi) and a Burstable web (request 20Mi)
+// 16 MiB each, then a BestEffort batch streams 128 MiB through. With
+// TieredReservation db's cache, under its memory.min, and web's, under its
+// memory.low (honoured while batch has memory to give), stay resident; with
+// policy None the same run reclaims them too. Clean page cache is dropped,
+// not swapped: no swap is needed.
 func TestPageCacheProtection(t *testing.T) {
 	mnt := diskFS(t)
-	gFile, bFile := filepath.Join(mnt, "g"), filepath.Join(mnt, "b")
-	run(t, "dd", "if=/dev/zero", "of="+gFile, "bs=1M", "count=24")
-	run(t, "dd", "if=/dev/zero", "of="+bFile, "bs=1M", "count=64")
+	files := map[string]string{"db": filepath.Join(mnt, "db"), "web": filepath.Join(mnt, "web"), "batch": filepath.Join(mnt, "batch")}
+	run(t, "dd", "if=/dev/zero", "of="+files["db"], "bs=1M", "count=16")
+	run(t, "dd", "if=/dev/zero", "of="+files["web"], "bs=1M", "count=16")
+	run(t, "dd", "if=/dev/zero", "of="+files["batch"], "bs=1M", "count=64")
 	const yaml = `
 workloads:
 - name: db
   cgroup: db
-  requests: {memory: 32Mi, cpu: "1"}
-  limits: {memory: 32Mi, cpu: "1"}
+  requests: {memory: 20Mi, cpu: "1"}
+  limits: {memory: 20Mi, cpu: "1"}
+- name: web
+  cgroup: web
+  requests: {memory: 20Mi}
+  limits: {memory: 64Mi}
 `
 	for _, policy := range []memqos.ReservationPolicy{memqos.ReservationTiered, memqos.ReservationNone} {
 		t.Run(string(policy), func(t *testing.T) {
-			root := v2Root(t, "db", "batch")
-			vmtest.WriteFile(t, root, "memory.max", "48M")
-			db, batch := filepath.Join(root, "db"), filepath.Join(root, "batch")
+			root := v2Root(t, "db", "web", "batch")
+			vmtest.WriteFile(t, root, "memory.max", "56M")
 			var logs bytes.Buffer
 			p := newProtector(t, settings(true, policy, nil), root, false, &logs, nil)
 			p.Apply(discover(t, yaml, root))
 			run(t, "sync")
 			vmtest.WriteFile(t, "/proc/sys/vm", "drop_caches", "3")
 
-			runIn(t, db, "cat", gFile)
-			kept := fileCache(t, db)
-			if kept < 22*mib {
-				t.Fatalf("db read 24 MiB but has %.1f MiB of page cache", float64(kept)/mib)
+			kept := map[string]uint64{}
+			for _, w := range []string{"db", "web"} {
+				dir := filepath.Join(root, w)
+				runIn(t, dir, "cat", files[w])
+				if kept[w] = fileCache(t, dir); kept[w] < 15*mib {
+					t.Fatalf("%s read 16 MiB but has %.1f MiB of page cache", w, float64(kept[w])/mib)
+				}
 			}
 			for i := 0; i < 2; i++ {
-				runIn(t, batch, "cat", bFile)
+				runIn(t, filepath.Join(root, "batch"), "cat", files["batch"])
 			}
-			dbCache, batchCache := fileCache(t, db), fileCache(t, batch)
-			t.Logf("%s: db (Guaranteed, 24 MiB read) keeps %.1f MiB of page cache, batch (BestEffort, 64 MiB read twice) %.1f MiB; memory.min db=%s root=%s",
-				policy, float64(dbCache)/mib, float64(batchCache)/mib, readFile(t, db, "memory.min"), readFile(t, root, "memory.min"))
-			if batchCache > 48*mib-dbCache+mib {
-				t.Errorf("batch holds %.1f MiB under a 48 MiB root", float64(batchCache)/mib)
+			now := map[string]uint64{}
+			for _, w := range []string{"db", "web", "batch"} {
+				now[w] = fileCache(t, filepath.Join(root, w))
 			}
-			if policy == memqos.ReservationTiered {
-				if dbCache < kept-2*mib {
-					t.Errorf("TieredReservation: db's protected page cache fell from %.1f to %.1f MiB", float64(kept)/mib, float64(dbCache)/mib)
+			t.Logf("%s: page cache kept by db (Guaranteed) %.1f of %.1f MiB, web (Burstable) %.1f of %.1f MiB; batch (BestEffort, 64 MiB read twice) holds %.1f MiB; db memory.min=%s web memory.low=%s, root memory.min=%s memory.low=%s",
+				policy, float64(now["db"])/mib, float64(kept["db"])/mib, float64(now["web"])/mib, float64(kept["web"])/mib, float64(now["batch"])/mib,
+				readFile(t, root, "db", "memory.min"), readFile(t, root, "web", "memory.low"), readFile(t, root, "memory.min"), readFile(t, root, "memory.low"))
+			for _, w := range []string{"db", "web"} {
+				if policy == memqos.ReservationTiered {
+					if now[w] < kept[w]-2*mib {
+						t.Errorf("TieredReservation: %s's protected page cache fell from %.1f to %.1f MiB", w, float64(kept[w])/mib, float64(now[w])/mib)
+					}
+				} else if now[w] > kept[w]/2 {
+					t.Errorf("policy None: %s kept %.1f of %.1f MiB of page cache; want it reclaimed like batch's (under half)", w, float64(now[w])/mib, float64(kept[w])/mib)
 				}
-			} else if dbCache > kept/2 {
-				t.Errorf("policy None: db kept %.1f of %.1f MiB of page cache; want it reclaimed like batch's (under half)", float64(dbCache)/mib, float64(kept)/mib)
 			}
 		})
 	}
