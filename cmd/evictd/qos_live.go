@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -84,6 +85,9 @@ func runQoSLive(configPath, rootRel, workloadsPath, out string, stdout, stderr i
 		fmt.Fprintln(stdout, "Everything is as evictd run keeps it.")
 	} else {
 		fmt.Fprintf(stdout, "%d difference(s) (!=). evictd run writes them at its next synchronize; see its log if they stay.\n", differ)
+		if ok, err := host.HasCapSysResource(); err == nil && !ok {
+			fmt.Fprintln(stdout, "This process has no CAP_SYS_RESOURCE; if evictd run lacks it too, it cannot lower an oom_score_adj below 0 (-997, -999): see docs/qos.md.")
+		}
 	}
 	return exitOK
 }
