@@ -82,9 +82,18 @@ workloads:
 	want["memory.min"], want["memory.low"] = fmt.Sprint(gib), "0"
 	checkFiles(t, root, want)
 
+	// qos --live agrees.
+	s := settings(true, memqos.ReservationTiered, factor(0.5))
+	if rows := differing(Observe(s, root, "", ws)); len(rows) != 0 {
+		t.Errorf("Observe after Apply: differences %+v", rows)
+	}
+
 	// Someone else writes web's memory.min: restored at the next
-	// verification (a minute later), not before.
+	// verification (a minute later), not before; Observe shows it meanwhile.
 	vmtest.WriteFile(t, filepath.Join(root, "web"), "memory.min", "0")
+	if rows := differing(Observe(s, root, "", ws)); len(rows) != 1 || rows[0].File != "memory.min" || rows[0].Now != "0" || rows[0].Want != fmt.Sprint(gib) {
+		t.Errorf("Observe after a hand-written memory.min: differences %+v, want web's memory.min 0 != %d", rows, gib)
+	}
 	p.Apply(ws)
 	if got := readFile(t, root, "web", "memory.min"); got != "0" {
 		t.Errorf("memory.min rewritten before the verification: %s", got)
@@ -124,6 +133,16 @@ func TestUnwritableFileLoggedOnce(t *testing.T) {
 	if got := oomOf(t, h.Pid()); got != 875 {
 		t.Errorf("web's oom_score_adj %d, want 875", got)
 	}
+}
+
+func differing(rows []Row) []Row {
+	var out []Row
+	for _, r := range rows {
+		if r.Differs {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func checkFiles(t *testing.T, root string, want map[string]string) {
