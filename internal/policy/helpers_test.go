@@ -465,8 +465,7 @@ func TestThresholdsMet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := engineWith(tc.th)
-			got := len(e.thresholdsMet([]int{0}, tc.obs, tc.minReclaim)) == 1
+			got := len(thresholdsMet([]Threshold{tc.th}, tc.obs, tc.minReclaim)) == 1
 			if got != tc.want {
 				t.Errorf("met = %v, want %v", got, tc.want)
 			}
@@ -490,11 +489,14 @@ func TestSortByEvictionPriority(t *testing.T) {
 		{[]int{2, 1}, []Signal{SignalMemoryAvailable, SignalPIDAvailable}},
 	}
 	for _, tc := range cases {
-		idx := append([]int(nil), tc.in...)
-		sort.Sort(byEvictionPriority{idx: idx, th: list})
+		var in []Threshold
+		for _, i := range tc.in {
+			in = append(in, list[i])
+		}
+		sort.Sort(byEvictionPriority(in))
 		var got []Signal
-		for _, i := range idx {
-			got = append(got, list[i].Signal)
+		for _, t := range in {
+			got = append(got, t.Signal)
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("order of %v = %v, want %v", tc.in, got, tc.want)
