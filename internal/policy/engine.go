@@ -168,7 +168,10 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	e.condLast = condLast
 	e.met = graceMet
 	d.NodeConditions = e.NodeConditions()
-	actionable := e.thresholdsUpdatedStats(&d, graceMet, obs, firstObserved, now)
+	actionable, stale := thresholdsUpdatedStats(graceMet, obs, e.lastObs)
+	for _, t := range stale {
+		d.Stale = append(d.Stale, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+	}
 	e.lastObs = obs
 
 	if e.cfg.LocalStorageCapacityIsolation {
@@ -180,8 +183,22 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 		return d
 	}
 
-	// reclaim decision
-	deciding := e.getReclaimableThreshold(&d, actionable, obs, firstObserved, now)
+	// reclaim decision: the kubelet sorts the thresholds by eviction
+	// priority and reclaims the resource of the first
+	sort.Sort(byEvictionPriority(actionable))
+	deciding, resource, ok := getReclaimableThreshold(actionable)
+	if !ok { // never: every valid signal names a resource
+		return d
+	}
+	for _, t := range actionable {
+		d.Actionable = append(d.Actionable, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+	}
+	dec := d.Actionable[0]
+	d.Deciding = &dec
+	d.Signal = deciding.Signal
+	d.Resource = resource
+	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
+		Message: fmt.Sprintf("Attempting to reclaim %s", resource)})
 	if e.splitBroken {
 		d.Notes = append(d.Notes, "no ranking function for signal "+string(deciding.Signal)+
 			" (split filesystem with KubeletSeparateDiskGC off): nothing evicted")
@@ -357,28 +374,27 @@ func nodeConditionsObservedSince(observedAt map[v1.NodeConditionType]time.Time, 
 	return out
 }
 
-// thresholdsUpdatedStats is the kubelet's thresholdsUpdatedStats: the
-// thresholds whose signal was observed more recently than in the last
-// synchronize (or whose stats carry no time). The others go to d.Stale; a
-// threshold without an observation is dropped, as the kubelet drops it.
-func (e *Engine) thresholdsUpdatedStats(d *Decision, thresholds []Threshold, obs *observations, firstObserved []thresholdObservedAt, now time.Time) []Threshold {
-	var out []Threshold
+// thresholdsUpdatedStats is the kubelet's thresholdsUpdatedStats: of the
+// thresholds, those whose signal was observed more recently than in last (or
+// whose stats carry no time) are updated, the others stale. A threshold
+// without an observation is in neither, as the kubelet drops it.
+func thresholdsUpdatedStats(thresholds []Threshold, obs, last *observations) (updated, stale []Threshold) {
 	for _, t := range thresholds {
 		o, ok := obs.get(t.Signal)
 		if !ok {
 			continue
 		}
-		var last *Observation
-		if e.lastObs != nil {
-			last, _ = e.lastObs.get(t.Signal)
+		var l *Observation
+		if last != nil {
+			l, _ = last.get(t.Signal)
 		}
-		if last == nil || o.Time.IsZero() || o.Time.After(last.Time.Time) {
-			out = append(out, t)
+		if l == nil || o.Time.IsZero() || o.Time.After(l.Time.Time) {
+			updated = append(updated, t)
 		} else {
-			d.Stale = append(d.Stale, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+			stale = append(stale, t)
 		}
 	}
-	return out
+	return updated, stale
 }
 
 func firstObservedAt(list []thresholdObservedAt, t Threshold) time.Time {
@@ -390,24 +406,16 @@ func firstObservedAt(list []thresholdObservedAt, t Threshold) time.Time {
 	return time.Time{}
 }
 
-// getReclaimableThreshold sorts the actionable thresholds in place with the
-// kubelet's byEvictionPriority and returns the first, the one whose signal
-// decides what is reclaimed (the kubelet's getReclaimableThreshold: every
-// valid signal has a resource, so it is always the first). It records the
-// kubelet's "Attempting to reclaim" event.
-func (e *Engine) getReclaimableThreshold(d *Decision, actionable []Threshold, obs *observations, firstObserved []thresholdObservedAt, now time.Time) Threshold {
-	sort.Sort(byEvictionPriority(actionable))
-	for _, t := range actionable {
-		d.Actionable = append(d.Actionable, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+// getReclaimableThreshold is the kubelet's getReclaimableThreshold: the
+// first threshold whose signal names a resource to reclaim, and that
+// resource.
+func getReclaimableThreshold(thresholds []Threshold) (Threshold, v1.ResourceName, bool) {
+	for _, t := range thresholds {
+		if r, ok := signalToResource[t.Signal]; ok {
+			return t, r, true
+		}
 	}
-	deciding := actionable[0]
-	dec := d.Actionable[0]
-	d.Deciding = &dec
-	d.Signal = deciding.Signal
-	d.Resource = signalToResource[deciding.Signal]
-	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
-		Message: fmt.Sprintf("Attempting to reclaim %s", d.Resource)})
-	return deciding
+	return Threshold{}, "", false
 }
 
 // Reclaimed continues a synchronize whose Decision requested node-level
