@@ -620,6 +620,35 @@ func TestRanking(t *testing.T) {
 			t.Errorf("got %v want %v", got, want)
 		}
 	})
+	// TestOrderedByMemory: usage minus request, 700, 500, 300, 200, -200, -800 Mi.
+	t.Run("memory: usage minus request (kubelet's TestOrderedByMemory)", func(t *testing.T) {
+		mk := func(name, req, lim, ws string) (*v1.Pod, statsv1alpha1.PodStats) {
+			p := pod(name, def, []v1.Container{container(name, resources("", req, ""), resources("", lim, ""))}, nil)
+			return p, memStats(p, ws)
+		}
+		p1, s1 := mk("best-effort-high", "", "", "500Mi")
+		p2, s2 := mk("best-effort-low", "", "", "300Mi")
+		p3, s3 := mk("burstable-high", "100Mi", "1Gi", "800Mi")
+		p4, s4 := mk("burstable-low", "100Mi", "1Gi", "300Mi")
+		p5, s5 := mk("guaranteed-high", "1Gi", "1Gi", "800Mi")
+		p6, s6 := mk("guaranteed-low", "1Gi", "1Gi", "200Mi")
+		got := names(rankTest([]*v1.Pod{p1, p2, p3, p4, p5, p6}, index(s1, s2, s3, s4, s5, s6), SignalMemoryAvailable))
+		want := []string{"burstable-high", "best-effort-high", "best-effort-low", "burstable-low", "guaranteed-high", "guaranteed-low"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v want %v", got, want)
+		}
+	})
+	// TestOrderedByPriority: lowest priority first when nothing else differs.
+	t.Run("priority (kubelet's TestOrderedByPriority)", func(t *testing.T) {
+		lowP := pod("low-priority", -134, []v1.Container{container("low-priority", nil, nil)}, nil)
+		medium := pod("medium-priority", 1, []v1.Container{container("medium-priority", resources("100m", "100Mi", ""), resources("200m", "200Mi", ""))}, nil)
+		highP := pod("high-priority", 12534, []v1.Container{container("high-priority", resources("200m", "200Mi", ""), resources("200m", "200Mi", ""))}, nil)
+		stats := index(memStats(lowP, "0"), memStats(medium, "0"), memStats(highP, "0"))
+		got := names(rankTest([]*v1.Pod{highP, medium, lowP}, stats, SignalMemoryAvailable))
+		if want := []string{"low-priority", "medium-priority", "high-priority"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v want %v", got, want)
+		}
+	})
 }
 
 func TestRequestQuantity(t *testing.T) {
