@@ -1098,3 +1098,118 @@ func TestPodQOS(t *testing.T) {
 		t.Fatalf("only %d cases: the table lost its generated cases", len(tests))
 	}
 }
+
+// TestEvictionMessage ports the kubelet's TestEvictionMessage: which
+// containers the memory message names (init containers that still run,
+// sidecars, regular containers; never ephemeral ones), with their requests,
+// and the pod part with pod-level resources.
+func TestEvictionMessage(t *testing.T) {
+	type stat struct{ name, usage string }
+	type exceeded struct{ name, request, usage string }
+	mkc := func(name, req string) v1.Container { return container(name, resources("", req, ""), nil) }
+	sidecar := func(name, req string) v1.Container {
+		c := mkc(name, req)
+		always := v1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+		return c
+	}
+	const podName = "pod-eviction-message"
+	cases := []struct {
+		name          string
+		podResources  v1.ResourceRequirements
+		init, regular []v1.Container
+		ephemeral     []v1.EphemeralContainer
+		podMemory     string
+		stats         []stat
+		want          []exceeded
+		annotations   map[string]string
+		podLevel      bool
+	}{
+		{name: "No container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats: []stat{{"restartable-init1", "150Mi"}, {"regular1", "100Mi"}}},
+		{name: "Init container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi"), mkc("init2", "150Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats: []stat{{"init1", "150Mi"}}, want: []exceeded{{"init1", "100Mi", "150Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "init1", OffendingContainersUsageKey: "150Mi"}},
+		{name: "Restartable init container exceeds memory usage",
+			init:    []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi"), sidecar("restartable-init2", "200Mi")},
+			regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats:   []stat{{"restartable-init1", "250Mi"}, {"restartable-init2", "150Mi"}, {"regular1", "200Mi"}},
+			want:    []exceeded{{"restartable-init1", "200Mi", "250Mi"}}, annotations: map[string]string{OffendingContainersKey: "restartable-init1", OffendingContainersUsageKey: "250Mi"}},
+		{name: "Regular container exceeds memory usage",
+			init:    []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")},
+			regular: []v1.Container{mkc("regular1", "200Mi"), mkc("regular2", "300Mi")},
+			stats:   []stat{{"restartable-init1", "200Mi"}, {"regular1", "250Mi"}, {"regular2", "250Mi"}},
+			want:    []exceeded{{"regular1", "200Mi", "250Mi"}}, annotations: map[string]string{OffendingContainersKey: "regular1", OffendingContainersUsageKey: "250Mi"}},
+		{name: "Ephemeral container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			ephemeral: []v1.EphemeralContainer{{TargetContainerName: "regular1", EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "ephemeral1"}}},
+			stats:     []stat{{"restartable-init1", "200Mi"}, {"regular1", "150Mi"}, {"ephemeral1", "250Mi"}}},
+		{name: "Both regular and restartable init containers exceed memory usage due to missing memory requests",
+			init:        []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", ""), sidecar("restartable-init2", "300Mi")},
+			regular:     []v1.Container{mkc("regular1", "")},
+			stats:       []stat{{"restartable-init1", "250Mi"}, {"restartable-init2", "250Mi"}, {"regular1", "200Mi"}},
+			want:        []exceeded{{"restartable-init1", "0", "250Mi"}, {"regular1", "0", "200Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "restartable-init1,regular1", OffendingContainersUsageKey: "250Mi,200Mi"}},
+		{name: "Multiple regular and restartable init containers exceed memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), mkc("init2", "100Mi"), mkc("init3", "100Mi"),
+				sidecar("restartable-init1", "100Mi"), sidecar("restartable-init2", "200Mi"), sidecar("restartable-init3", "300Mi")},
+			regular: []v1.Container{mkc("regular1", "300Mi"), mkc("regular2", "200Mi"), mkc("regular3", "100Mi")},
+			stats: []stat{{"restartable-init1", "150Mi"}, {"restartable-init2", "250Mi"}, {"restartable-init3", "250Mi"},
+				{"regular1", "50Mi"}, {"regular2", "250Mi"}, {"regular3", "400Mi"}},
+			want: []exceeded{{"restartable-init1", "100Mi", "150Mi"}, {"restartable-init2", "200Mi", "250Mi"}, {"regular2", "200Mi", "250Mi"}, {"regular3", "100Mi", "400Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "restartable-init1,restartable-init2,regular2,regular3",
+				OffendingContainersUsageKey: "150Mi,250Mi,250Mi,400Mi"}},
+		{name: "Regular pod with pod level resources exceeds memory usage",
+			podResources: v1.ResourceRequirements{Requests: resources("", "250Mi", ""), Limits: resources("", "1000Mi", "")},
+			podMemory:    "600Mi", regular: []v1.Container{mkc("regular1", ""), mkc("regular2", "")},
+			stats: []stat{{"regular1", "250Mi"}, {"regular2", "350Mi"}},
+			want:  []exceeded{{"regular1", "0", "250Mi"}, {"regular2", "0", "350Mi"}},
+			annotations: map[string]string{OffendingPodKey: podName, OffendingPodUsageKey: "600Mi",
+				OffendingContainersKey: "regular1,regular2", OffendingContainersUsageKey: "250Mi,350Mi"},
+			podLevel: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod(podName, 1, tc.regular, nil)
+			p.Spec.InitContainers = tc.init
+			p.Spec.Resources = &tc.podResources
+			p.Spec.EphemeralContainers = tc.ephemeral
+			podMem := "1Mi"
+			if tc.podLevel {
+				podMem = tc.podMemory
+			}
+			ps := memStats(p, podMem)
+			// as the kubelet's test: len(stats) empty entries, then the stats
+			ps.Containers = make([]statsv1alpha1.ContainerStats, len(tc.stats))
+			for _, s := range tc.stats {
+				ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{Name: s.name, Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: u64(s.usage)}})
+			}
+			gates := DefaultFeatureGates()
+			gates.PodLevelResources = tc.podLevel
+			msg, ann := evictionMessage(v1.ResourceMemory, p, &ps, true, nil, &observations{}, gates)
+			want := fmt.Sprintf(nodeLowMessageFmt, v1.ResourceMemory)
+			keys := []string{OffendingContainersKey, OffendingContainersUsageKey}
+			if tc.podLevel {
+				want += fmt.Sprintf(podMessageFmt, p.Name, tc.podMemory, tc.podResources.Requests.Memory(), v1.ResourceMemory)
+				keys = append(keys, OffendingPodKey, OffendingPodUsageKey)
+			}
+			for _, c := range tc.want {
+				want += fmt.Sprintf(containerMessageFmt, c.name, c.usage, c.request, v1.ResourceMemory)
+			}
+			if msg != want {
+				t.Errorf("message\n got %q\nwant %q", msg, want)
+			}
+			for _, k := range keys {
+				v, ok := ann[k]
+				if !ok {
+					t.Errorf("annotation %s missing", k)
+				}
+				if v != tc.annotations[k] {
+					t.Errorf("annotation %s = %q, want %q", k, v, tc.annotations[k])
+				}
+			}
+		})
+	}
+}
