@@ -201,31 +201,36 @@ func matches(imp string, list []string) bool {
 	return false
 }
 
-func TestCoreImportsStayPure(t *testing.T) {
+// eachImport calls f for every direct import of every core package.
+func eachImport(t *testing.T, f func(pkg, imp string)) {
+	t.Helper()
 	core, _ := listGraph(t)
 	for _, p := range core {
 		for _, imp := range p.Imports {
-			if matches(imp, forbidden) {
-				t.Errorf("core package %s imports %s: the core is pure (no OS, network, clock, logging or metrics)", p.ImportPath, imp)
-			}
-			if strings.HasPrefix(imp, module+"/") && !isCore(imp) {
-				t.Errorf("core package %s imports %s, which is outside the core: imports point inward only", p.ImportPath, imp)
-			}
+			f(p.ImportPath, imp)
 		}
 	}
+}
+
+func TestCoreImportsStayPure(t *testing.T) {
+	eachImport(t, func(pkg, imp string) {
+		if matches(imp, forbidden) {
+			t.Errorf("core package %s imports %s: the core is pure (no OS, network, clock, logging or metrics)", pkg, imp)
+		}
+		if strings.HasPrefix(imp, module+"/") && !isCore(imp) {
+			t.Errorf("core package %s imports %s, which is outside the core: imports point inward only", pkg, imp)
+		}
+	})
 }
 
 // TestCoreImportsNoLogging: the core logs nothing. It says what happened in
 // its Decision; the agent logs one line per state change.
 func TestCoreImportsNoLogging(t *testing.T) {
-	core, _ := listGraph(t)
-	for _, p := range core {
-		for _, imp := range p.Imports {
-			if matches(imp, logging) {
-				t.Errorf("core package %s imports the logging package %s: the core logs nothing (put it in the Decision)", p.ImportPath, imp)
-			}
+	eachImport(t, func(pkg, imp string) {
+		if matches(imp, logging) {
+			t.Errorf("core package %s imports the logging package %s: the core logs nothing (put it in the Decision)", pkg, imp)
 		}
-	}
+	})
 }
 
 // TestCoreDependencyGraph checks the whole graph, not only direct imports:

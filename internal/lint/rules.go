@@ -3,7 +3,6 @@ package lint
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -172,12 +171,7 @@ func thresholdFix(err error) string {
 // know (the kubelet stops at the first), with its wording.
 func ruleFeatureGateErrors(in *Input) []Finding {
 	var out []Finding
-	names := make([]string, 0, len(in.Config.FeatureGates))
-	for k := range in.Config.FeatureGates {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range sortedKeys(in.Config.FeatureGates) {
 		if err := policy.CheckFeatureGate(k); err != nil {
 			out = append(out, Finding{Severity: SeverityError, Field: "featureGates." + k, Value: fmt.Sprint(in.Config.FeatureGates[k]),
 				Message: err.Error(), Why: "the kubelet refuses to start with a feature gate it does not know", Fix: thresholdFix(err)})

@@ -71,12 +71,7 @@ func DefaultFeatureGates() FeatureGates {
 // names in sorted order (the kubelet's is a map's). Known gates that do not
 // change an eviction decision are accepted and ignored.
 func (g *FeatureGates) apply(m map[string]bool) error {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(m) {
 		on := m[name]
 		switch name {
 		case "KubeletSeparateDiskGC":

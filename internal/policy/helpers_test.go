@@ -955,16 +955,7 @@ func TestPodQOS(t *testing.T) {
 		want     v1.PodQOSClass
 		plr, fix bool
 	}
-	rl := func(cpu, mem string) v1.ResourceList {
-		r := v1.ResourceList{}
-		if cpu != "" {
-			r[v1.ResourceCPU] = resource.MustParse(cpu)
-		}
-		if mem != "" {
-			r[v1.ResourceMemory] = resource.MustParse(mem)
-		}
-		return r
-	}
+	rl := func(cpu, mem string) v1.ResourceList { return resources(cpu, mem, "") }
 	newPod := func(name string, cs ...v1.ResourceRequirements) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		for _, r := range cs {

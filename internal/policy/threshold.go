@@ -282,7 +282,7 @@ func addAllocatableThresholds(thresholds []Threshold) []Threshold {
 // reaches the kubelet as JSON with sorted keys (YAML is converted through
 // sigs.k8s.io/yaml, which sorts), so sorted order is also the kubelet's most
 // likely order — and it makes the first error reported deterministic.
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
