@@ -185,16 +185,15 @@ func ruleMemoryQoSErrors(in *Input) []Finding {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	f := Finding{Severity: SeverityError, Message: msg, Why: "the kubelet's configuration validation fails and it does not start"}
-	switch {
-	case strings.Contains(msg, "memoryThrottlingFactor must not be set"):
+	f := Finding{Severity: SeverityError, Message: err.Error(), Why: "the kubelet's configuration validation fails and it does not start"}
+	switch policy.KindOf(err) {
+	case policy.ErrThrottlingFactorWithoutMemoryQoS:
 		f.Field, f.Value = "memoryThrottlingFactor", fmt.Sprint(*in.Config.MemoryThrottlingFactor)
 		f.Fix = "remove memoryThrottlingFactor, or enable the MemoryQoS feature gate"
-	case strings.Contains(msg, "memoryThrottlingFactor"):
+	case policy.ErrThrottlingFactorOutOfRange:
 		f.Field, f.Value = "memoryThrottlingFactor", fmt.Sprint(*in.Config.MemoryThrottlingFactor)
 		f.Fix = "use a factor in (0, 1], e.g. 0.9"
-	case strings.Contains(msg, "requires MemoryQoS"):
+	case policy.ErrReservationPolicyNeedsMemoryQoS:
 		f.Field, f.Value = "memoryReservationPolicy", string(in.Config.MemoryReservationPolicy)
 		f.Fix = "enable the MemoryQoS feature gate or set memoryReservationPolicy: None"
 	default:

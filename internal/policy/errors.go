@@ -35,11 +35,21 @@ const (
 	// ErrUnrecognizedFeatureGate: a featureGates key the kubelet does not
 	// know (component-base's featuregate: "unrecognized feature gate: X").
 	ErrUnrecognizedFeatureGate
+	// The kubelet's MemoryQoS validation (internal/memqos): a
+	// memoryThrottlingFactor other than 0.9 with MemoryQoS off, one outside
+	// (0, 1], TieredReservation with MemoryQoS off, an unknown
+	// memoryReservationPolicy.
+	ErrThrottlingFactorWithoutMemoryQoS
+	ErrThrottlingFactorOutOfRange
+	ErrReservationPolicyNeedsMemoryQoS
+	ErrUnknownReservationPolicy
 )
 
 var kindNames = [...]string{"other", "unsupported signal", "bad value", "percentage out of range",
 	"threshold not positive", "minimum reclaim not positive", "negative minimum reclaim",
-	"bad duration", "negative grace period", "missing grace period", "unrecognized feature gate"}
+	"bad duration", "negative grace period", "missing grace period", "unrecognized feature gate",
+	"throttling factor without MemoryQoS", "throttling factor out of range", "reservation policy needs MemoryQoS",
+	"unknown reservation policy"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -83,9 +93,13 @@ func KindOf(err error) ErrorKind {
 	return ErrOther
 }
 
-func newError(kind ErrorKind, name, msg string) *Error {
+// NewError returns an error of kind about name (a signal, gate or field)
+// with the kubelet's message.
+func NewError(kind ErrorKind, name, msg string) *Error {
 	return &Error{Kind: kind, Name: name, msg: msg}
 }
+
+func newError(kind ErrorKind, name, msg string) *Error { return NewError(kind, name, msg) }
 
 // wrapError keeps the parser's error text (the kubelet returns it as is).
 func wrapError(kind ErrorKind, name string, err error) *Error {
