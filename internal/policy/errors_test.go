@@ -82,7 +82,8 @@ func TestFeatureGates(t *testing.T) {
 		t.Error("PodLevelResources=false not applied")
 	}
 	for _, name := range []string{"KubeletSeparateDiskGC", "PodLevelResources", "PodLevelResourcesFixKubeletQOSClass",
-		"InPlacePodVerticalScalingMemoryBackedVolumes", "TaintTolerationComparisonOperators", "MemoryQoS", "AllAlpha", "AllBeta"} {
+		"InPlacePodVerticalScalingMemoryBackedVolumes", "TaintTolerationComparisonOperators", "MemoryQoS", "AllAlpha", "AllBeta",
+		"NativeHistograms", "ControllerManagerReleaseLeaderElectionLockOnExit", "LoggingBetaOptions"} {
 		if CheckFeatureGate(name) != nil {
 			t.Errorf("%s is a kubelet v1.37.2 gate but is refused", name)
 		}

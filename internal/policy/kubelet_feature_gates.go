@@ -2,8 +2,11 @@
 
 package policy
 
-// kubeletFeatureGates are the feature gate names the kubelet v1.37.2 knows
-// (pkg/features, client-go, zpages and logging gates), sorted.
+// kubeletFeatureGates are the feature gate names the kubelet v1.37.2 knows,
+// sorted: pkg/features (with client-go's and zpages'), the logging gates
+// (cmd/kubelet/app), the metrics gates (pkg/kubelet/server) and the
+// controller-manager gates (via the kubelet config defaults' cloud-provider
+// options).
 var kubeletFeatureGates = []string{
 	"APIResponseCompression",
 	"APIServerIdentity",
@@ -50,6 +53,7 @@ var kubeletFeatureGates = []string{
 	"ContainerRestartRules",
 	"ContainerStopSignals",
 	"ContextualLogging",
+	"ControllerManagerReleaseLeaderElectionLockOnExit",
 	"CoordinatedLeaderElection",
 	"CrossNamespaceVolumeDataSource",
 	"CustomCPUCFSQuotaPeriod",
@@ -155,6 +159,7 @@ var kubeletFeatureGates = []string{
 	"MutatingAdmissionPolicy",
 	"NFTablesNetlink",
 	"NFTablesProxyMode",
+	"NativeHistograms",
 	"NodeControllerLeaseCircuitBreaker",
 	"NodeDeclaredFeatures",
 	"NodeInclusionPolicyInPodTopologySpread",
