@@ -152,14 +152,7 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	condLast := nodeConditionsLastObservedAt(nodeConditions(met), e.condLast, now)
 	conditions := nodeConditionsObservedSince(condLast, e.cfg.PressureTransitionPeriod, now)
 	graceMet := thresholdsMetGracePeriod(firstObserved, now)
-	for k, fo := range firstObserved {
-		st := e.status(fo.threshold, obs, fo.at, now)
-		st.MinReclaimActive = k >= fresh
-		d.Met = append(d.Met, st)
-		if now.Sub(fo.at) < fo.threshold.GracePeriod {
-			d.InGrace = append(d.InGrace, st)
-		}
-	}
+	e.explainMet(&d, firstObserved, fresh, obs, now)
 
 	// the kubelet's state update, then the stale-stats filter: act only on
 	// thresholds whose stats are newer than the previous synchronize's
@@ -190,15 +183,7 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	if !ok { // never: every valid signal names a resource
 		return d
 	}
-	for _, t := range actionable {
-		d.Actionable = append(d.Actionable, e.status(t, obs, firstObservedAt(firstObserved, t), now))
-	}
-	dec := d.Actionable[0]
-	d.Deciding = &dec
-	d.Signal = deciding.Signal
-	d.Resource = resource
-	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
-		Message: fmt.Sprintf("Attempting to reclaim %s", resource)})
+	e.explainDeciding(&d, actionable, deciding, resource, obs, firstObserved, now)
 	if e.splitBroken {
 		d.Notes = append(d.Notes, "no ranking function for signal "+string(deciding.Signal)+
 			" (split filesystem with KubeletSeparateDiskGC off): nothing evicted")
@@ -214,6 +199,35 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	// rank and pick
 	e.evict(&d, in.Pods, facts, stats, actionable, obs, deciding)
 	return d
+}
+
+// explainMet records the met thresholds in d: each with its quantities and
+// timing, the first fresh ones met now, the rest met only through their
+// minimum reclaim; those still in their grace period also in d.InGrace.
+func (e *Engine) explainMet(d *Decision, firstObserved []thresholdObservedAt, fresh int, obs *observations, now time.Time) {
+	for k, fo := range firstObserved {
+		st := e.status(fo.threshold, obs, fo.at, now)
+		st.MinReclaimActive = k >= fresh
+		d.Met = append(d.Met, st)
+		if now.Sub(fo.at) < fo.threshold.GracePeriod {
+			d.InGrace = append(d.InGrace, st)
+		}
+	}
+}
+
+// explainDeciding records the actionable thresholds (deciding first), the
+// signal and resource to reclaim, and the kubelet's "Attempting to reclaim"
+// node event.
+func (e *Engine) explainDeciding(d *Decision, actionable []Threshold, deciding Threshold, resource v1.ResourceName, obs *observations, firstObserved []thresholdObservedAt, now time.Time) {
+	for _, t := range actionable {
+		d.Actionable = append(d.Actionable, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+	}
+	dec := d.Actionable[0]
+	d.Deciding = &dec
+	d.Signal = deciding.Signal
+	d.Resource = resource
+	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
+		Message: fmt.Sprintf("Attempting to reclaim %s", resource)})
 }
 
 // buildRankingFunctions is the block of the kubelet's synchronize that runs
