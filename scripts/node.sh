@@ -35,7 +35,7 @@ pod_cidr=10.88.0.0/24
 allocatable_mi=1536
 threshold_mi=300
 # Debian packages the tier runs (no build): see docs/testing.md for why.
-packages=(containerd runc etcd-server iptables containernetworking-plugins curl openssl iproute2)
+packages=(containerd runc etcd-server iptables nftables containernetworking-plugins curl openssl iproute2)
 # iptables chains of our own: the no-traffic guard and counter.
 chain_out=EVICTD-NODE-OUT
 chain_fwd=EVICTD-NODE-FWD
@@ -43,7 +43,7 @@ chain_fwd=EVICTD-NODE-FWD
 # recorded before a run and restored by teardown.
 sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory vm.panic_on_oom
 	kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes
-	net.ipv4.conf.all.route_localnet)
+	net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables)
 # Directories the kubelet, containerd and CNI write outside the work
 # directory: removed by teardown when they did not exist before the run.
 host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /run/netns /var/lib/cni /var/lib/containerd /opt/containerd)
@@ -207,10 +207,11 @@ record_before() {
 	local b=$dir/before
 	mkdir -p "$b"
 	for s in "${sysctls[@]}"; do
-		v=$(sysctl -n "$s" 2>/dev/null) && printf '%s\t%s\n' "$s" "$v"
+		if v=$(sysctl -n "$s" 2>/dev/null); then printf '%s\t%s\n' "$s" "$v"; fi
 	done >"$b/sysctls"
-	for d in "${host_dirs[@]}"; do [ -e "$d" ] && echo "$d"; done >"$b/dirs"
-	ip netns list 2>/dev/null | awk '{print $1}' >"$b/netns"
+	for d in "${host_dirs[@]}"; do if [ -e "$d" ]; then echo "$d"; fi; done >"$b/dirs"
+	{ ip netns list 2>/dev/null || true; } | awk '{print $1}' >"$b/netns"
+	ipt_tables >"$b/tables"
 }
 
 containerd_config() {
@@ -255,7 +256,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # oom_score_adj, and runc fails every sandbox unless the adjustment is
   # restricted to values at or above the current one.
   restrict_oom_score_adj = true
-  enable_cdi = false
+  # Pod network namespaces under the work directory, not /run/netns.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -328,7 +330,7 @@ up() {
 	down_all
 	[ -x "$cache/busybox/bin/busybox" ] || deps
 	bindir=$(bins)
-	[ -s "$images/pause.tar" ] || build_images
+	build_images # the tree under test's evictd; seconds when Go's cache is warm
 	id=$(date +%Y%m%d-%H%M%S)-$$
 	dir=$runs/$id
 	mkdir -p "$dir/logs"
@@ -433,13 +435,21 @@ node_ready() {
 # matches the run's cgroup (xt_cgroup on the unified hierarchy). A non-zero
 # count fails the tier; nothing counted ever leaves the machine.
 
+# cg_rel: the run's cgroup as the unified hierarchy names it (/evictd-node-<id>).
+cg_rel() {
+	local p=${cg#/sys/fs/cgroup/unified}
+	echo "${p#/sys/fs/cgroup}"
+}
+
 guard_rules() { # -I|-D
-	local op=$1 path=${cg#/sys/fs/cgroup/unified}
-	path=${path#/sys/fs/cgroup}
+	local op=$1 path
+	path=$(cg_rel)
 	iptables -w "$op" OUTPUT -m cgroup --path "$path" -j "$chain_out"
 	ip6tables -w "$op" OUTPUT -m cgroup --path "$path" -j "$chain_out"
-	iptables -w "$op" FORWARD -i "$bridge" -j "$chain_fwd"
-	ip6tables -w "$op" FORWARD -i "$bridge" -j "$chain_fwd"
+	# Routed out of the bridge only: frames bridged between two pods also
+	# pass FORWARD here (br_netfilter), with the bridge as the output.
+	iptables -w "$op" FORWARD -i "$bridge" ! -o "$bridge" -j "$chain_fwd"
+	ip6tables -w "$op" FORWARD -i "$bridge" ! -o "$bridge" -j "$chain_fwd"
 }
 
 guard_on() {
@@ -462,7 +472,7 @@ traffic() {
 	local n=0 c
 	for ipt in iptables ip6tables; do
 		for ch in "$chain_out" "$chain_fwd"; do
-			c=$($ipt -w -L "$ch" -n -v -x 2>/dev/null | awk '$3 == "DROP" {s += $1} END {print s + 0}')
+			c=$({ $ipt -w -L "$ch" -n -v -x 2>/dev/null || true; } | awk '$3 == "DROP" {s += $1} END {print s + 0}')
 			n=$((n + c))
 		done
 	done
@@ -494,14 +504,14 @@ down_run() {
 	#    processes through their cgroups, then the control plane, the
 	#    shims and containerd: everything left in the run's cgroup.
 	if [ -f "$dir/pids" ]; then
-		while read -r name pid; do
-			[ "$name" = kubelet ] && stop_pid "$pid"
-		done <"$dir/pids"
+		stop_pids $(awk '$1 == "kubelet" {print $2}' "$dir/pids")
 	fi
 	for _ in 1 2 3; do kill_cgroup_procs $(pods_cgroups); done
 	if [ -f "$dir/pids" ]; then
-		# Reverse start order: the apiserver stops before etcd.
-		tac "$dir/pids" | while read -r name pid; do stop_pid "$pid"; done
+		# The control plane and containerd together, then etcd (the
+		# apiserver stops before etcd).
+		stop_pids $(awk '$1 != "etcd" {print $2}' "$dir/pids")
+		stop_pids $(awk '$1 == "etcd" {print $2}' "$dir/pids")
 	fi
 	for _ in 1 2 3; do
 		[ -n "$cg" ] && kill_cgroup_procs "$cg"
@@ -526,8 +536,10 @@ down_run() {
 		guard_rules -D 2>/dev/null || true
 		rmdir "$cg" 2>/dev/null || log "cannot remove $cg: $(cat "$cg/cgroup.procs" 2>/dev/null | wc -l) processes left"
 	fi
-	# 5. iptables: Kubernetes' chains (v4 and v6) and the guard's.
+	# 5. iptables: Kubernetes' chains (v4 and v6) and the guard's, and the
+	#    tables they brought.
 	remove_chains
+	remove_new_tables
 	# 6. sysctls and host directories, as recorded before the run.
 	if [ -f "$dir/before/sysctls" ]; then
 		while IFS=$'\t' read -r k v; do
@@ -545,20 +557,24 @@ down_run() {
 	log "down in $(((($(now_ms) - t0)) / 1000)).$(((($(now_ms) - t0)) % 1000 / 100)) s ($(basename "$dir")); logs in $cache/last-logs"
 }
 
-# stop_pid PID: SIGTERM, up to 10 s, then SIGKILL. Only if it is still ours:
-# the PID's cgroup must be the run's (a recycled PID belongs to someone else).
-stop_pid() {
-	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || return 0
-	if [ -n "${cg:-}" ] && ! grep -q ":${cg#/sys/fs/cgroup/unified}\$" "/proc/$pid/cgroup" 2>/dev/null; then
-		return 0
-	fi
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || return 0
+# stop_pids PID...: SIGTERM, up to 5 s for all, then SIGKILL. Only PIDs
+# still in the run's cgroup: a recycled PID belongs to someone else.
+stop_pids() {
+	local pid live=() i
+	for pid in "$@"; do
+		if kill -0 "$pid" 2>/dev/null && { [ -z "${cg:-}" ] || grep -q ":$(cg_rel)\$" "/proc/$pid/cgroup" 2>/dev/null; }; then
+			kill -TERM "$pid" 2>/dev/null && live+=("$pid")
+		fi
+	done
+	for i in $(seq 50); do
+		[ ${#live[@]} -gt 0 ] || return 0
+		local still=()
+		for pid in "${live[@]}"; do kill -0 "$pid" 2>/dev/null && still+=("$pid"); done
+		live=("${still[@]}")
+		[ ${#live[@]} -gt 0 ] || return 0
 		sleep 0.1
 	done
-	kill -KILL "$pid" 2>/dev/null || true
+	kill -KILL "${live[@]}" 2>/dev/null || true
 }
 
 our_mounts() {
@@ -577,12 +593,34 @@ unmount_all() {
 	[ -z "$(our_mounts)" ] || log "mounts left: $(our_mounts | tr '\n' ' ')"
 }
 
+# ipt_tables: the iptables tables that exist, as "<nft family> <table>".
+ipt_tables() {
+	{ iptables-save 2>/dev/null || true; } | sed -n 's/^\*/ip /p'
+	{ ip6tables-save 2>/dev/null || true; } | sed -n 's/^\*/ip6 /p'
+}
+
+# remove_new_tables: with the nf_tables backend, the tables the kubelet's
+# chains brought (nat, mangle, ...) stay behind empty once the chains are
+# gone: delete those that did not exist before the run and hold nothing.
+remove_new_tables() {
+	local fam t ipt
+	[ -f "$dir/before/tables" ] && command -v nft >/dev/null && iptables -V | grep -q nf_tables || return 0
+	ipt_tables | while read -r fam t; do
+		grep -qx "$fam $t" "$dir/before/tables" && continue
+		ipt=iptables
+		[ "$fam" = ip6 ] && ipt=ip6tables
+		if ! $ipt -w -t "$t" -S | grep -qE '^-(A|N) '; then
+			nft delete table "$fam" "$t" 2>/dev/null || log "cannot delete the empty table $fam $t"
+		fi
+	done
+}
+
 remove_chains() {
 	local ipt t rule
 	for ipt in iptables ip6tables; do
 		for t in filter nat mangle; do
 			# Rules that jump to the chains, then the chains.
-			$ipt -w -t "$t" -S 2>/dev/null | grep -E "^-A .* -j ($kube_chains|$chain_out|$chain_fwd)( |\$)" | while read -r rule; do
+			{ $ipt -w -t "$t" -S 2>/dev/null || true; } | { grep -E "^-A .* -j ($kube_chains|$chain_out|$chain_fwd)( |\$)" || true; } | while read -r rule; do
 				eval "$ipt -w -t $t -D ${rule#-A }" 2>/dev/null || true
 			done
 			for ch in $($ipt -w -t "$t" -S 2>/dev/null | awk -v re="^($kube_chains|$chain_out|$chain_fwd)\$" '$1 == "-N" && $2 ~ re {print $2}'); do
@@ -610,9 +648,9 @@ down_all() {
 # namespaces, the host directories.
 snapshot() {
 	echo "# cgroups"
-	find /sys/fs/cgroup -maxdepth 2 -type d \( -name 'kubepods*' -o -name 'evictd-node-*' \) 2>/dev/null | sort
+	find /sys/fs/cgroup -maxdepth 2 -type d \( -name 'kubepods*' -o -name 'evictd-node-*' -o -name k8s.io \) 2>/dev/null | sort || true
 	echo "# mounts"
-	awk '{print $5}' /proc/self/mountinfo | grep -E '^/run/containerd|/kubelet|^/run/netns|\.cache/node' | sort
+	awk '{print $5}' /proc/self/mountinfo | grep -E '^/run/containerd|/kubelet|^/run/netns|\.cache/node' | sort || true
 	echo "# processes"
 	for p in /proc/[0-9]*; do
 		exe=$(readlink "$p/exe" 2>/dev/null) || continue
@@ -623,17 +661,16 @@ snapshot() {
 	done | sort
 	echo "# iptables"
 	for ipt in iptables ip6tables; do
-		command -v "$ipt-save" >/dev/null && "$ipt-save" 2>/dev/null | grep -vE '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//'
+		command -v "$ipt-save" >/dev/null && "$ipt-save" 2>/dev/null | grep -vE '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//' || true
 	done
 	echo "# sysctls"
 	for s in "${sysctls[@]}"; do echo "$s = $(sysctl -n "$s" 2>/dev/null)"; done
 	echo "# links"
 	ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort
 	echo "# netns"
-	ip netns list 2>/dev/null | awk '{print $1}' | sort
+	ip netns list 2>/dev/null | awk '{print $1}' | sort || true
 	echo "# dirs"
-	for d in "${host_dirs[@]}"; do [ -e "$d" ] && echo "$d"; done
-	return 0
+	for d in "${host_dirs[@]}"; do if [ -e "$d" ]; then echo "$d"; fi; done
 }
 
 # check: the leftovers a reviewer looks for.
