@@ -39,6 +39,8 @@ packages=(containerd runc etcd-server iptables nftables containernetworking-plug
 # iptables chains of our own: the no-traffic guard and counter.
 chain_out=EVICTD-NODE-OUT
 chain_fwd=EVICTD-NODE-FWD
+# Where the tests send their one canary packet (TEST-NET-3, RFC 5737).
+canary=203.0.113.7
 # sysctls the cluster may change (the kubelet's kernel tunables, forwarding):
 # recorded before a run and restored by teardown.
 sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory vm.panic_on_oom
@@ -325,12 +327,12 @@ EOF
 
 up() {
 	local t0 id
-	t0=$(now_ms)
 	[ "$(id -u)" = 0 ] || die "the node needs root (cgroups, mounts, iptables)"
 	down_all
 	[ -x "$cache/busybox/bin/busybox" ] || deps
 	bindir=$(bins)
 	build_images # the tree under test's evictd; seconds when Go's cache is warm
+	t0=$(now_ms) # from here: bring-up proper, without a stale run's teardown and the builds
 	id=$(date +%Y%m%d-%H%M%S)-$$
 	dir=$runs/$id
 	mkdir -p "$dir/logs"
@@ -400,6 +402,7 @@ up() {
 	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
 		--hostname-override 127.0.0.1 --root-dir "$dir/kubelet"
 	wait_for "node Ready" 90 node_ready
+	guard_pods
 	wait_for "default service account" 30 "$bindir/kubectl" --kubeconfig "$dir/admin.kubeconfig" --request-timeout 2s get serviceaccount default
 	wait_for "kube-root-ca.crt" 30 "$bindir/kubectl" --kubeconfig "$dir/admin.kubeconfig" --request-timeout 2s get configmap kube-root-ca.crt
 	t_kubelet=$(now_ms)
@@ -456,6 +459,8 @@ guard_on() {
 	iptables -w -N "$chain_out"
 	iptables -w -A "$chain_out" -d 127.0.0.0/8 -j RETURN
 	iptables -w -A "$chain_out" -d "$pod_cidr" -j RETURN
+	# The tests' canary (TEST-NET-3), counted apart, then everything else.
+	iptables -w -A "$chain_out" -d "$canary/32" -j DROP
 	iptables -w -A "$chain_out" -j DROP
 	ip6tables -w -N "$chain_out"
 	ip6tables -w -A "$chain_out" -d ::1/128 -j RETURN
@@ -467,16 +472,33 @@ guard_on() {
 	guard_rules -I
 }
 
-# traffic: the number of packets the guard has counted (and dropped).
+# guard_pods: runc moves the containers' processes into the kubelet's
+# kubepods cgroup in the unified hierarchy too (hybrid host), out of the
+# run's cgroup: count theirs as well (a hostNetwork pod's packets pass the
+# host's OUTPUT; other pods' pass FORWARD, if anything). The kubelet made
+# that cgroup when it started; xt_cgroup needs it to exist.
+guard_pods() {
+	local kp=${cg%/*}/kubepods
+	if [ ! -d "$kp" ]; then
+		log "no $kp: hostNetwork pods' packets are not counted"
+		return 0
+	fi
+	iptables -w -I OUTPUT -m cgroup --path /kubepods -j "$chain_out"
+	ip6tables -w -I OUTPUT -m cgroup --path /kubepods -j "$chain_out"
+}
+
+# traffic: the number of packets the guard has counted (and dropped), and
+# of those the number sent to the canary address: "<total> <canary>".
 traffic() {
-	local n=0 c
+	local n=0 k=0 c
 	for ipt in iptables ip6tables; do
 		for ch in "$chain_out" "$chain_fwd"; do
-			c=$({ $ipt -w -L "$ch" -n -v -x 2>/dev/null || true; } | awk '$3 == "DROP" {s += $1} END {print s + 0}')
-			n=$((n + c))
+			c=$({ $ipt -w -L "$ch" -n -v -x 2>/dev/null || true; } | awk -v a="$canary" '$3 == "DROP" {s += $1; if ($9 == a) k += $1} END {print s + 0, k + 0}')
+			n=$((n + ${c% *}))
+			k=$((k + ${c#* }))
 		done
 	done
-	echo "$n"
+	echo "$n $k"
 }
 
 # ---- down -------------------------------------------------------------------
@@ -654,9 +676,13 @@ snapshot() {
 	echo "# processes"
 	for p in /proc/[0-9]*; do
 		exe=$(readlink "$p/exe" 2>/dev/null) || continue
+		# Ours by executable (the Kubernetes commands, the images'
+		# binaries) or by cgroup (the run's, or the kubelet's top-level
+		# kubepods; other tests on this machine nest fake ones deeper, and
+		# may run an etcd or containerd of their own).
 		case $exe in
-		"$cache"/* | /usr/bin/containerd* | /usr/sbin/runc | /usr/bin/etcd) echo "${p#/proc/} $exe" ;;
-		*) grep -qE 'kubepods|evictd-node-' "$p/cgroup" 2>/dev/null && echo "${p#/proc/} $exe (in a cluster cgroup)" ;;
+		"$cache"/*) echo "${p#/proc/} $exe" ;;
+		*) grep -qE ':/(kubepods|evictd-node-)' "$p/cgroup" 2>/dev/null && echo "${p#/proc/} $exe (in a cluster cgroup)" ;;
 		esac
 	done | sort
 	echo "# iptables"
@@ -694,7 +720,7 @@ tier() {
 	t1=$(date +%s)
 	log "binaries and images ready in $((t1 - t0)) s"
 	local rc=0
-	EVICTD_TEST_NODE=1 go test -count=1 -p 1 -timeout 20m ./test/node/... || rc=$?
+	EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
 	# The tests tear the node down themselves; this catches a killed run.
 	down_all
 	check || rc=1

@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +77,7 @@ type Cluster struct {
 
 	repo         string
 	kubeletHTTP  *http.Client
-	canarySent   int
-	ownedByMain  bool
-	traffic0     int
+	traffic0     int // packets the guard counted before the tests
 	startFailure error
 }
 
@@ -117,8 +114,7 @@ func Main(m *testing.M) int {
 	if err != nil {
 		cluster = &Cluster{startFailure: fmt.Errorf("bringing the node up: %w", err)}
 	} else {
-		cluster.ownedByMain = true
-		cluster.traffic0, err = cluster.trafficNow()
+		cluster.traffic0, _, err = cluster.traffic()
 		if err != nil {
 			cluster.startFailure = err
 		}
@@ -286,49 +282,44 @@ func (c *Cluster) KubeletGet(ctx context.Context, path string) ([]byte, error) {
 }
 
 // Leaked is the number of packets the cluster sent to addresses outside
-// loopback and the pod range since it started, less the canary's.
+// loopback and the pod range since it started, less those sent to
+// CanaryAddr (the tests' own, counted apart).
 func (c *Cluster) Leaked() (int, error) {
-	n, err := c.trafficNow()
-	return n - c.traffic0 - c.canarySent, err
+	total, canary, err := c.traffic()
+	return total - canary - c.traffic0, err
 }
 
-func (c *Cluster) trafficNow() (int, error) {
+// Canary is the number of packets the guard counted (and dropped) on their
+// way to CanaryAddr.
+func (c *Cluster) Canary() (int, error) {
+	_, canary, err := c.traffic()
+	return canary, err
+}
+
+func (c *Cluster) traffic() (total, canary int, err error) {
 	out, err := script(c.repo, "traffic")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(out))
-	if err != nil {
-		return 0, fmt.Errorf("scripts/node.sh traffic printed %q: %w", out, err)
+	if _, err := fmt.Sscanf(out, "%d %d", &total, &canary); err != nil {
+		return 0, 0, fmt.Errorf("scripts/node.sh traffic printed %q: %w", out, err)
 	}
-	return n, nil
+	return total, canary, nil
 }
 
-// CanaryAddr is where SendCanary sends: TEST-NET-3 (RFC 5737), never
-// routed anywhere; the guard drops the packet before it could leave.
+// CanaryAddr is where the tests send the packet that shows the no-traffic
+// guard works: TEST-NET-3 (RFC 5737), routed nowhere, and the guard drops
+// it before it could leave (scripts/node.sh counts it apart).
 const CanaryAddr = "203.0.113.7"
 
-// SendCanary sends one ICMP echo to CanaryAddr from a process in the
-// cluster's cgroup — a stand-in for a cluster component that leaks — and
-// returns how many packets the guard counted for it. Main's final check
-// discounts exactly those.
-func (c *Cluster) SendCanary(ctx context.Context) (int, error) {
-	before, err := c.trafficNow()
-	if err != nil {
-		return 0, err
-	}
+// PingFromClusterCgroup sends one ICMP echo to CanaryAddr from a process in
+// the run's cgroup, where the cluster's daemons run: a stand-in for a
+// component of the cluster that leaks. The ping fails (the guard drops it).
+func (c *Cluster) PingFromClusterCgroup(ctx context.Context) string {
 	busybox := filepath.Join(c.repo, ".cache", "node", "busybox", "bin", "busybox")
 	cmd := exec.CommandContext(ctx, "sh", "-c", `echo $$ >"$1/cgroup.procs" && exec "$2" ping -c 1 -W 1 "$3"`, "sh", c.Cgroup, busybox, CanaryAddr)
-	out, _ := cmd.CombinedOutput() // ping fails: the guard drops its packet
-	after, err := c.trafficNow()
-	if err != nil {
-		return 0, err
-	}
-	c.canarySent += after - before
-	if after == before {
-		return 0, fmt.Errorf("ping %s from the cluster's cgroup was not counted (ping said: %s)", CanaryAddr, bytes.TrimSpace(out))
-	}
-	return after - before, nil
+	out, _ := cmd.CombinedOutput()
+	return string(bytes.TrimSpace(out))
 }
 
 // diffLines lists the lines only in a ("-") or only in b ("+").

@@ -369,17 +369,46 @@ func mask(r EvictionRecord) EvictionRecord {
 	return r
 }
 
-// The no-traffic guard counts a packet a cluster process sends off the
-// machine (and drops it): one ping to TEST-NET-3 from the cluster's cgroup.
-// Main's final check discounts exactly this packet; any other fails the tier.
+// The no-traffic guard counts (and drops) a packet that the cluster sends
+// off the machine: one ping to TEST-NET-3 from the cluster's cgroup, and one
+// from a hostNetwork pod. Main's final check discounts exactly the packets
+// to that address; any other fails the tier.
 func TestNoTrafficGuardCountsALeak(t *testing.T) {
 	c := node.Get(t)
-	n, err := c.SendCanary(node.Ctx(t))
-	if err != nil {
-		t.Fatal(err)
+	counted := func(what string, send func() string) {
+		t.Helper()
+		before, err := c.Canary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := send()
+		after, err := c.Canary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: the guard counted and dropped %d packet(s) to %s (ping said %q)", what, after-before, node.CanaryAddr, said)
+		if after == before {
+			t.Errorf("%s: a ping to %s was not counted (ping said %q)", what, node.CanaryAddr, said)
+		}
 	}
-	t.Logf("the guard counted (and dropped) %d packet(s) to %s", n, node.CanaryAddr)
+	counted("a process in the cluster's cgroup", func() string { return c.PingFromClusterCgroup(node.Ctx(t)) })
+	counted("a hostNetwork pod", func() string {
+		ns := c.Namespace(t, "smoke-canary")
+		p := node.HogPod("canary", "", "", "")
+		p.Spec.HostNetwork = true
+		p.Spec.Containers[0].Command = []string{"/bin/ping", "-c", "1", "-W", "1", node.CanaryAddr}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(node.Ctx(t), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var got *corev1.Pod
+		c.WaitFor(t, 60*time.Second, "the canary pod to end", func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = c.Client.CoreV1().Pods(ns).Get(ctx, "canary", metav1.GetOptions{})
+			return err == nil && (got.Status.Phase == corev1.PodFailed || got.Status.Phase == corev1.PodSucceeded), err
+		})
+		return fmt.Sprintf("pod %s", got.Status.Phase)
+	})
 	if left, err := c.Leaked(); err != nil || left != 0 {
-		t.Errorf("before the final check: %d other packet(s) counted (err %v)", left, err)
+		t.Errorf("besides the canaries, %d packet(s) counted (err %v)", left, err)
 	}
 }
