@@ -709,6 +709,16 @@ check() {
 	log "no leftovers (kubepods cgroups, mounts, KUBE iptables chains)"
 }
 
+# lock: one node per machine, and a node in use is not torn down by
+# another `up`: up and down take /tmp/evictd-node.lock (as fd 9, which the
+# daemons close), and the tier (or test/node's Main) holds it for the whole
+# run and says so with EVICTD_NODE_LOCKED=1.
+lock() {
+	[ "${EVICTD_NODE_LOCKED:-}" = 1 ] && return 0
+	exec 9>/tmp/evictd-node.lock
+	flock -w 120 9 || die "another node is in use (/tmp/evictd-node.lock held for 120 s)"
+}
+
 # ---- the tier -------------------------------------------------------------------
 
 tier() {
@@ -720,9 +730,10 @@ tier() {
 	t1=$(date +%s)
 	log "binaries and images ready in $((t1 - t0)) s"
 	local rc=0
-	EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
+	lock
+	EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
 	# The tests tear the node down themselves; this catches a killed run.
-	down_all
+	EVICTD_NODE_LOCKED=1 down_all
 	check || rc=1
 	t2=$(date +%s)
 	log "tests, up and down in $((t2 - t1)) s"
@@ -733,8 +744,8 @@ case "${1:-}" in
 deps) deps ;;
 bins) bins ;;
 images) deps && build_images ;;
-up) exec 9>/tmp/evictd-node.lock && flock -n 9 || die "another node.sh holds /tmp/evictd-node.lock"; up ;;
-down) exec 9>/tmp/evictd-node.lock && flock -w 120 9; down_all; check ;;
+up) lock && up ;;
+down) lock && down_all && check ;;
 traffic) traffic ;;
 snapshot) snapshot ;;
 check) check ;;

@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -101,6 +102,20 @@ func Main(m *testing.M) int {
 			cluster = &Cluster{startFailure: err}
 		}
 		return m.Run()
+	}
+	// Hold the node lock for the whole run, so that no `make node-up`
+	// tears this node down under the tests (scripts/node.sh lock).
+	if os.Getenv("EVICTD_NODE_LOCKED") != "1" {
+		f, err := os.OpenFile("/tmp/evictd-node.lock", os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			err = lockFile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node: taking /tmp/evictd-node.lock:", err)
+			return 1
+		}
+		defer f.Close()
+		os.Setenv("EVICTD_NODE_LOCKED", "1")
 	}
 	before, err := script(repo, "snapshot")
 	if err != nil {
@@ -320,6 +335,20 @@ func (c *Cluster) PingFromClusterCgroup(ctx context.Context) string {
 	cmd := exec.CommandContext(ctx, "sh", "-c", `echo $$ >"$1/cgroup.procs" && exec "$2" ping -c 1 -W 1 "$3"`, "sh", c.Cgroup, busybox, CanaryAddr)
 	out, _ := cmd.CombinedOutput()
 	return string(bytes.TrimSpace(out))
+}
+
+// lockFile waits up to 2 min for an exclusive flock on f.
+func lockFile(f *os.File) error {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EWOULDBLOCK {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("another node is in use (held for 2 min)")
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // diffLines lists the lines only in a ("-") or only in b ("+").
