@@ -60,6 +60,19 @@ func TestNodeReady(t *testing.T) {
 	if v := n.Status.NodeInfo.KubeletVersion; v != "v1.37.2" {
 		t.Errorf("kubelet version %q, want v1.37.2", v)
 	}
+	// The three images were imported before the kubelet started (it
+	// reports them in the node's status at its first update).
+	have := map[string]bool{}
+	for _, img := range n.Status.Images {
+		for _, name := range img.Names {
+			have[name] = true
+		}
+	}
+	for _, img := range []string{node.PauseImage, node.WorkImage, node.EvictdImage} {
+		if !have[img] {
+			t.Errorf("image %s not on the node; it has %v", img, n.Status.Images)
+		}
+	}
 }
 
 // One pod of each QoS class runs, sits in the cgroup where internal/collect
