@@ -218,10 +218,17 @@ record_before() {
 
 containerd_config() {
 	local c=$dir/containerd
-	mkdir -p "$c/root" "$c/state" "$dir/certs.d/_default" "$dir/cni/net.d"
-	# Pull guard: every registry's default server is a closed loopback port.
+	mkdir -p "$c/root" "$c/state" "$dir/cni/net.d"
+	# Pull guard: every registry's server is a closed loopback port (the
+	# _default directory), so a pull fails on loopback without resolving a
+	# name. containerd 1.6.20 rejects a hosts.toml without a [host] tree
+	# ("invalid `host` tree") and then pulls from the registry itself: it
+	# looked Docker Hub up once, which the no-traffic guard dropped.
+	mkdir -p "$dir/certs.d/_default"
 	cat >"$dir/certs.d/_default/hosts.toml" <<EOF
 server = "http://127.0.0.1:1"
+[host."http://127.0.0.1:1"]
+  capabilities = ["pull", "resolve"]
 EOF
 	cat >"$dir/cni/net.d/10-evictd-node.conflist" <<EOF
 {

@@ -425,3 +425,41 @@ func TestNoTrafficGuardCountsALeak(t *testing.T) {
 		t.Errorf("besides the canaries, %d packet(s) counted (err %v)", left, err)
 	}
 }
+
+// A pull goes nowhere: the registry host config's default server is a closed
+// loopback port, so the kubelet's pulls of a Docker Hub image and of one
+// from another registry fail there, and resolve no name (a DNS query would
+// also fail the no-traffic check).
+func TestPullsStayOnLoopback(t *testing.T) {
+	c := node.Get(t)
+	ns := c.Namespace(t, "smoke-pull")
+	for i, img := range []string{"docker.io/library/busybox:1.36", "registry.example.org/evictd/none:1"} {
+		name := fmt.Sprintf("pull-%d", i)
+		p := node.HogPod(name, "hold", "", "")
+		p.Spec.Containers[0].Image = img
+		p.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+		if _, err := c.Client.CoreV1().Pods(ns).Create(node.Ctx(t), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var msg string
+		c.WaitFor(t, 60*time.Second, "the pull of "+img+" to fail", func(ctx context.Context) (bool, error) {
+			got, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || len(got.Status.ContainerStatuses) == 0 {
+				return false, err
+			}
+			w := got.Status.ContainerStatuses[0].State.Waiting
+			if w == nil || (w.Reason != "ErrImagePull" && w.Reason != "ImagePullBackOff") || w.Message == "" {
+				return false, nil
+			}
+			msg = w.Message
+			return true, nil
+		})
+		t.Logf("%s: %s", img, msg)
+		if !strings.Contains(msg, "127.0.0.1:1") {
+			t.Errorf("the pull of %s failed, but not on the loopback guard: %s", img, msg)
+		}
+	}
+	if left, err := c.Leaked(); err != nil || left != 0 {
+		t.Errorf("the pulls sent %d packet(s) off loopback (err %v)", left, err)
+	}
+}
