@@ -374,7 +374,7 @@ up() {
 	# Configure containerd meanwhile, start it once etcd answers.
 	containerd_config
 	kubelet_config
-	wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+	wait_for etcd 30 curl -fsS --max-time 2 "http://127.0.0.1:$etcd_port/health"
 	t_etcd=$(now_ms)
 
 	start kube-apiserver "$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
@@ -390,9 +390,9 @@ up() {
 	# the kubelet starts (a runtime asked for an image it lacks resolves
 	# the registry's name).
 	start containerd /usr/bin/containerd --config "$dir/containerd/config.toml"
-	wait_for containerd 30 ctr -a "$dir/containerd/containerd.sock" version
+	wait_for containerd 30 ctr -a "$dir/containerd/containerd.sock" --timeout 2s version
 	for img in pause work evictd; do
-		run_in_cg ctr -a "$dir/containerd/containerd.sock" -n k8s.io images import --platform linux/amd64 "$images/$img.tar" >/dev/null
+		run_in_cg ctr -a "$dir/containerd/containerd.sock" --timeout 60s -n k8s.io images import --platform linux/amd64 "$images/$img.tar" >/dev/null
 	done
 	t_ctrd=$(now_ms)
 	wait_for kube-apiserver 60 "$bindir/kubectl" --kubeconfig "$dir/admin.kubeconfig" --request-timeout 2s get --raw /readyz
