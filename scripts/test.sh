@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity]
+# Usage: scripts/test.sh [all|unit|vm|parity|node]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -53,10 +53,16 @@ parity() {
 	fi
 }
 
+node() {
+	step "a real single-node Kubernetes v1.37.2 cluster"
+	scripts/node.sh test
+}
+
 case "$tier" in
-all) unit; vm; parity ;;
+all) unit; vm; parity; node ;;
 unit) unit ;;
 vm) vm ;;
 parity) parity ;;
-*) echo "usage: $0 [all|unit|vm|parity]" >&2; exit 2 ;;
+node) node ;;
+*) echo "usage: $0 [all|unit|vm|parity|node]" >&2; exit 2 ;;
 esac
