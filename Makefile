@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver bench demo lint-go
+.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go
 
 build:
 	$(GO) build -o bin/evictd ./cmd/evictd
@@ -26,6 +26,19 @@ test-parity:
 # Kubernetes mode on a real kube-apiserver and etcd (loopback, no kubelet).
 test-apiserver:
 	./scripts/test.sh apiserver
+
+# A real single-node Kubernetes v1.37.2 cluster: smoke tests, no-traffic and
+# leave-nothing checks (docs/testing.md).
+test-node:
+	./scripts/test.sh node
+
+# Bring that node up by hand (last line: KUBECONFIG=<admin kubeconfig>) and
+# remove it again.
+node-up:
+	@./scripts/node.sh up
+
+node-down:
+	@./scripts/node.sh down
 
 bench:
 	./bench/run.sh

@@ -3,6 +3,7 @@ module github.com/evictd/evictd
 go 1.26.8
 
 require (
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -6,12 +6,15 @@
 # With "populated" as third argument each cgroup holds one sleeping process,
 # so every workload is active and its stats are read on every synchronize
 # (empty cgroups are skipped: eviction never reads an inactive pod's stats).
-# Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated]
+# With "memqos" as fourth argument the pair is --memory-qos on vs off instead
+# (bench/memqos.sh; docs/qos.md).
+# Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated] [fastpoll|memqos]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 n=${2:-500}
 fill=${3:-empty}
+pair=${4:-fastpoll}
 go build -o .cache/bench-evictd ./cmd/evictd
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
 	memroot=/sys/fs/cgroup; mode=v2
@@ -30,6 +33,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 mkdir "$root"
+if [ "$mode" = v2 ]; then echo +memory >"$root/cgroup.subtree_control"; fi
 for i in $(seq 1 "$n"); do mkdir "$root/w$i"; done
 if [ "$fill" = populated ]; then
 	for i in $(seq 1 "$n"); do
@@ -47,8 +51,13 @@ start_one() { # name, extra flags...
 	pids+=($!)
 	label[$!]=$name
 }
-start_one "default wake-ups ($mode)"
-start_one "fast poll forced on" --fast-poll on
+if [ "$pair" = memqos ]; then
+	start_one "--memory-qos=true ($mode)" --memory-qos=true
+	start_one "--memory-qos=false ($mode)" --memory-qos=false
+else
+	start_one "default wake-ups ($mode)"
+	start_one "fast poll forced on" --fast-poll on
+fi
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -64,4 +73,4 @@ for p in "${pids[@]}"; do
 	awk -v l="${label[$p]}" -v d=$((t1 - t0[$p])) -v hz="$hz" -v s="$secs" -v r="$rss" -v h="$hwm" \
 		'BEGIN{printf "%-28s %10.2f %10.1f %10.1f\n", l, 100*d/hz/s, r/1024, h/1024}'
 done
-echo "CPU % = user+system time over ${secs}s after a 5 s warm-up, of one core. Targets: <= 0.5 % and <= 30 MiB. Load average now: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "CPU % = user+system time over ${secs}s after a 5 s warm-up, of one core. Targets: <= 0.5 % and <= 30 MiB. $(date -u '+%Y-%m-%d %H:%M UTC'), load average now: $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -3,7 +3,8 @@
 #
 # Usage:
 #   scripts/test-parity.sh              check the corpus and evictd simulate against the kubelet
-#   scripts/test-parity.sh -update      rewrite testdata/scenarios/*.kubelet.json from the kubelet
+#   scripts/test-parity.sh -update      rewrite testdata/scenarios/*.kubelet.json and the kubelet's
+#                                       feature gate list (internal/policy) from the kubelet
 #   scripts/test-parity.sh oracle FILE… print the kubelet's outcomes for scenario files
 #
 # What it does (see testdata/scenarios/README.md):
@@ -61,8 +62,8 @@ oracle)
 	exec "$build/kubelet-oracle" "$@"
 	;;
 -update | --update)
-	(cd "$mod" && go test -trimpath -overlay "$build/overlay.json" -count=1 -run '^TestCorpus$' . -args -update)
-	echo "parity: rewrote testdata/scenarios/*.kubelet.json; review the diff before committing"
+	(cd "$mod" && go test -trimpath -overlay "$build/overlay.json" -count=1 -run '^(TestCorpus|TestKubeletFeatureGates)$' . -args -update)
+	echo "parity: rewrote testdata/scenarios/*.kubelet.json and internal/policy/kubelet_feature_gates.go; review the diff before committing"
 	exit 0
 	;;
 "") ;;

@@ -60,14 +60,22 @@ QoS-class cgroups; JSON has exactly
 {"pods":[{"namespace","name","qosClass","containers":[{"name","memoryMin",
 "memoryLow","memoryHigh","oomScoreAdj"}]}]}, init containers first.
 
+With --live (host mode), it reads what is written now on each workload of
+--workload-root — memory.min/low/high (cgroup v2), every process's
+oom_score_adj — and on the root, and prints it next to what "evictd run"
+keeps there from the same --config and --workloads; "!=" flags a
+difference. Workloads without a process are left out, as evictd run leaves
+them out.
+
 Examples:
   evictd qos --config /var/lib/kubelet/config.yaml --pods pods.json
+  evictd qos --live --config /etc/evictd/kubelet.yaml --workload-root /workloads --workloads /etc/evictd/workloads.yaml
   kubectl get pods -A -o json --field-selector spec.nodeName=node1 > pods.json
   evictd qos --config config.yaml --pods pods.json --memory-capacity 64Gi -o json
 `
 
 func runQoS(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json]", qosHelp, stdout, stderr)
+	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
 	podsPath := fs.String("pods", "", "pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	allocFlag := fs.String("node-allocatable-memory", "", "node allocatable memory, e.g. 30Gi (default: capacity − systemReserved − kubeReserved)")
@@ -75,6 +83,9 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	cgroupVersion := fs.Int("cgroup-version", 2, "the node's cgroup version: 2, or 1 (where MemoryQoS writes nothing)")
 	pageSize := fs.Int64("page-size", int64(os.Getpagesize()), "the node's page size in bytes; memory.high is rounded down to it")
 	out := fs.String("o", "table", "output format: table or json")
+	live := fs.Bool("live", false, "compare what is written now on this host's workloads (--workload-root, --workloads) with what evictd run keeps there")
+	root := fs.String("workload-root", "", "with --live: the workload root, relative to the memory hierarchy root, as given to evictd run")
+	workloadsPath := fs.String("workloads", "", "with --live: the workloads file, as given to evictd run")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -82,9 +93,24 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd qos: "+format+"\n", a...)
 		return exitError
 	}
+	if *live {
+		switch {
+		case fs.NArg() > 0:
+			return fail("unexpected argument %q", fs.Arg(0))
+		case *podsPath != "":
+			return fail("--live reads the workloads of this host; --pods does not apply")
+		case *root == "":
+			return fail("--live needs --workload-root (as given to evictd run)")
+		case *out != "table" && *out != "json":
+			return fail("-o %q: want table or json", *out)
+		}
+		return runQoSLive(*configPath, *root, *workloadsPath, *out, stdout, stderr)
+	}
 	switch {
 	case fs.NArg() > 0:
 		return fail("unexpected argument %q", fs.Arg(0))
+	case *root != "" || *workloadsPath != "":
+		return fail("--workload-root and --workloads go with --live")
 	case *podsPath == "":
 		return fail("--pods is required (see --help)")
 	case *out != "table" && *out != "json":
@@ -175,22 +201,7 @@ func positiveQuantity(flagName, v string) (int64, error) {
 }
 
 func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.QoSCgroups, capSource, allocSource string) {
-	state := "MemoryQoS on"
-	switch {
-	case !s.CgroupV2:
-		state = "cgroup v1: MemoryQoS writes nothing"
-	case !s.MemoryQoS:
-		state = "MemoryQoS off: memory.high reset to max"
-	}
-	tf := "unset (no memory.high)"
-	if s.ThrottlingFactor != nil {
-		tf = fmt.Sprint(*s.ThrottlingFactor)
-	}
-	pol := string(s.ReservationPolicy)
-	if pol == "" {
-		pol = string(memqos.ReservationNone)
-	}
-	fmt.Fprintf(w, "%s; memoryReservationPolicy %s; memoryThrottlingFactor %s\n", state, pol, tf)
+	fmt.Fprintln(w, qosSettingsLine(s))
 	fmt.Fprintf(w, "Memory capacity %s (%s); page size %d B\n", human(s.MemoryCapacity), capSource, s.PageSize)
 	fmt.Fprintf(w, "Node allocatable memory %s (%s)\n", human(s.NodeAllocatableMemory), allocSource)
 	fmt.Fprintln(w, `Values in bytes; "-" = the kubelet does not write the file.`)
@@ -220,6 +231,26 @@ func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.Q
 	}
 }
 
+// qosSettingsLine says which MemoryQoS settings are in force.
+func qosSettingsLine(s memqos.Settings) string {
+	state := "MemoryQoS on"
+	switch {
+	case !s.CgroupV2:
+		state = "cgroup v1: MemoryQoS writes nothing"
+	case !s.MemoryQoS:
+		state = "MemoryQoS off: memory.high reset to max"
+	}
+	tf := "unset (no memory.high)"
+	if s.ThrottlingFactor != nil {
+		tf = fmt.Sprint(*s.ThrottlingFactor)
+	}
+	pol := string(s.ReservationPolicy)
+	if pol == "" {
+		pol = string(memqos.ReservationNone)
+	}
+	return fmt.Sprintf("%s; memoryReservationPolicy %s; memoryThrottlingFactor %s", state, pol, tf)
+}
+
 // human renders bytes for the header lines: exact when a whole number of
 // Gi/Mi, else Gi with one decimal, followed by the exact byte count.
 func human(b int64) string {
@@ -238,4 +269,33 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// hostQoSSettings are the memory QoS settings `evictd run` keeps and
+// `evictd qos --live` compares with: the config's MemoryQoS gate,
+// memoryReservationPolicy and memoryThrottlingFactor, and this machine's
+// facts (MemTotal, allocatable = MemTotal − systemReserved − kubeReserved,
+// page size). The cgroup version is the caller's.
+func hostQoSSettings(configPath string) (memqos.Settings, error) {
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if configPath != "" {
+		var err error
+		if kc, err = load.KubeletConfigFile(configPath); err != nil {
+			return memqos.Settings{}, err
+		}
+	}
+	s, err := memqos.FromKubelet(kc)
+	if err != nil {
+		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+	}
+	mi, err := host.ReadMeminfo("/proc")
+	if err != nil {
+		return s, fmt.Errorf("reading this machine's MemTotal: %w", err)
+	}
+	s.MemoryCapacity = int64(mi.MemTotal)
+	if s.NodeAllocatableMemory, err = memqos.NodeAllocatableMemory(s.MemoryCapacity, kc); err != nil {
+		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+	}
+	s.PageSize = int64(os.Getpagesize())
+	return s, nil
 }

@@ -48,6 +48,15 @@ kubelet's own eviction flags; without either, the kubelet's defaults apply.
 With the default enforceNodeAllocatable [pods], every memory.available
 threshold is also applied to the workload root as allocatableMemory.available.
 
+With --memory-qos (default), every synchronize also keeps what the kubelet
+writes with MemoryQoS: memory.min/low/high of each workload cgroup and the
+aggregates on the workload root (cgroup v2 only), and the oom_score_adj of
+every workload process (-997 Guaranteed, 1000 BestEffort, Burstable by
+request; evictd itself -999), from --config's featureGates.MemoryQoS,
+memoryReservationPolicy and memoryThrottlingFactor and the workloads file.
+Values are left in place at stop; "evictd qos --live" compares them with
+what is written now (docs/qos.md).
+
 Each decision that has something to say is appended to the decision log as
 one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
 and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
@@ -105,6 +114,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	evFlags := load.RegisterEvictionFlags(fs)
 	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
@@ -180,6 +190,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
+	}
+	if *memoryQoS {
+		qs, err := hostQoSSettings(*configPath)
+		if err != nil {
+			return fail("%v", err)
+		}
+		opts.MemoryQoS = &qs
 	}
 	if *check {
 		h, err := agent.NewHost(opts)

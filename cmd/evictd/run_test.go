@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 )
 
 // Bad flags and files stop `evictd run` with one line naming what is wrong,
@@ -43,9 +45,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 }
 
 func TestRunCheck(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read the host's cgroups")
-	}
+	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to read the host's cgroups")
 	var out, errb bytes.Buffer
 	code := run([]string{"run", "--check", "--eviction-hard", "memory.available<300Mi"}, &out, &errb)
 	if code != exitOK {

@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
 
@@ -63,6 +66,10 @@ type HostOptions struct {
 	NotifierRefresh                                time.Duration
 	// GoneTimeout bounds the wait for a killed workload to disappear.
 	GoneTimeout time.Duration
+	// MemoryQoS, when set, makes evictd keep the kubelet's memory.min/low/
+	// high (cgroup v2) and oom_score_adj of every workload (internal/protect);
+	// its CgroupV2 is set from the hierarchy. nil: evictd leaves them alone.
+	MemoryQoS *memqos.Settings
 }
 
 // Host is an Agent wired to the live host.
@@ -73,7 +80,8 @@ type Host struct {
 	Stats     *HostStats
 	Wakeups   *Wakeups
 	Killer    *actuate.Killer
-	Root      string // absolute workload root
+	Protector *protect.Protector // nil without HostOptions.MemoryQoS
+	Root      string             // absolute workload root
 	V2        bool
 }
 
@@ -158,9 +166,20 @@ func NewHost(o HostOptions) (*Host, error) {
 	if len(o.Hooks) > 0 {
 		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
 	}
+	var prot *protect.Protector
+	var podSource PodSource = pods
+	if o.MemoryQoS != nil {
+		s := *o.MemoryQoS
+		s.CgroupV2 = v2
+		if prot, err = protect.New(protect.Config{Settings: s, Root: root, DryRun: o.DryRun, Log: o.Log}); err != nil {
+			wk.Close()
+			return nil, err
+		}
+		podSource = &protectedPods{HostPods: pods, Protector: prot}
+	}
 	stats := &HostStats{Collector: wl, Pods: pods, RootRel: rootRel}
 	a, err := New(Config{
-		Engine: eng, Stats: stats, Pods: pods, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
@@ -169,13 +188,35 @@ func NewHost(o HostOptions) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2}, nil
 }
 
-// Run runs the loop until ctx is done, then stops the notifiers.
+// protectedPods is the agent's PodSource with memory QoS on: every listing
+// of the workloads (each synchronize, and so the first one after the
+// workloads file is reloaded) also keeps their protection values.
+type protectedPods struct {
+	*HostPods
+	Protector *protect.Protector
+}
+
+// Pods implements PodSource.
+func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+	ws, err := p.HostPods.Workloads()
+	if err != nil {
+		return nil, err
+	}
+	p.Protector.Apply(ws)
+	return workload.Pods(ws), nil
+}
+
+// Run runs the loop until ctx is done, then stops the notifiers. What
+// memory QoS wrote stays in place (docs/qos.md).
 func (h *Host) Run(ctx context.Context) error {
 	defer h.Wakeups.Close()
 	defer h.Pods.Close()
+	if h.Protector != nil {
+		h.Protector.Start()
+	}
 	return h.Agent.Run(ctx)
 }
 

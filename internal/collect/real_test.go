@@ -309,9 +309,7 @@ func TestRealKubepodsTreeV2(t *testing.T) {
 // filesystem on another device becomes the imagefs (and containerfs), while
 // the node fs stays the kubelet root's.
 func TestRealDedicatedImageFs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
+	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to mount a tmpfs")
 	cfg := fixtureNode(t)
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m,nr_inodes=1000"); err != nil {

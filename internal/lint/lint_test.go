@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/policy"
 )
 
 type kcfg = kubeletconfigv1beta1.KubeletConfiguration
@@ -92,6 +94,14 @@ func TestRules(t *testing.T) {
 			k.MemoryReservationPolicy = "TieredReservation"
 		}), ConfigFile: "c.yaml"},
 			[]want{{"kubelet-memory-qos-error", SeverityError, "memoryReservationPolicy", `invalid configuration: memoryReservationPolicy "TieredReservation" requires MemoryQoS feature gate to be enabled`}}},
+
+		// kubelet-feature-gate-error: every unknown name, none of the known ones
+		{"unknown feature gates", Input{Config: with(func(k *kcfg) {
+			k.FeatureGates = map[string]bool{"KubeletSeparateDiskGc": true, "MemoryQoS": false, "NoSuchGate": false}
+		}), ConfigFile: "c.yaml"}, []want{
+			{"kubelet-feature-gate-error", SeverityError, "featureGates.KubeletSeparateDiskGc", "unrecognized feature gate: KubeletSeparateDiskGc"},
+			{"kubelet-feature-gate-error", SeverityError, "featureGates.NoSuchGate", "unrecognized feature gate: NoSuchGate"},
+		}},
 
 		// no-config-no-default-thresholds
 		{"flags only without --eviction-hard", Input{Config: &kcfg{EvictionSoft: map[string]string{"memory.available": "1Gi"},
@@ -324,4 +334,33 @@ func dump(fs []Finding) string {
 		b.WriteString("  " + string(f.Severity) + " " + f.Rule + " " + f.Field + ": " + f.Message + "\n")
 	}
 	return b.String()
+}
+
+// TestThresholdFixByKind: the fix follows the error's kind, for every kind
+// the kubelet's parsers return.
+func TestThresholdFixByKind(t *testing.T) {
+	for _, tc := range []struct {
+		hard, soft, grace, reclaim map[string]string
+		fix                        string
+	}{
+		{hard: map[string]string{"memory.availabel": "1Gi"}, fix: "use one of: memory.available, "},
+		{hard: map[string]string{"memory.available": "abc"}, fix: "write a quantity like 100Mi"},
+		{hard: map[string]string{"memory.available": "x%"}, fix: "write a quantity like 100Mi"},
+		{hard: map[string]string{"memory.available": "0"}, fix: "use a positive quantity such as 100Mi"},
+		{hard: map[string]string{"nodefs.available": "101%"}, fix: "use a percentage between 0% and 100%"},
+		{grace: map[string]string{"memory.available": "-1m"}, fix: "use a non-negative Go duration"},
+		{grace: map[string]string{"memory.available": "soon"}, fix: "write a Go duration such as 90s"},
+		{soft: map[string]string{"memory.available": "1Gi"}, fix: "add the grace period"},
+		{reclaim: map[string]string{"memory.available": "-1Mi"}, fix: "use a non-negative quantity such as 500Mi"},
+		{reclaim: map[string]string{"memory.available": "0%"}, fix: "use a positive percentage or a quantity"},
+	} {
+		_, err := policy.ParseThresholdConfig(nil, tc.hard, tc.soft, tc.grace, tc.reclaim)
+		if err == nil {
+			t.Errorf("%+v: no error", tc)
+			continue
+		}
+		if got := thresholdFix(err); !strings.HasPrefix(got, tc.fix) {
+			t.Errorf("%v (kind %v): fix %q, want %q…", err, policy.KindOf(err), got, tc.fix)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ var rules = []rule{
 	{"kubelet-config-identity", ruleIdentity},
 	{"kubelet-threshold-error", ruleThresholdErrors},
 	{"kubelet-memory-qos-error", ruleMemoryQoSErrors},
+	{"kubelet-feature-gate-error", ruleFeatureGateErrors},
 	{"no-config-no-default-thresholds", ruleFlagsOnlyNoDefaults},
 	{"partial-eviction-hard", rulePartialEvictionHard},
 	{"signal-disabled-by-0-or-100-percent", ruleDisabledSignal},
@@ -123,9 +125,10 @@ func ruleThresholdErrors(in *Input) []Finding {
 	// Safety net: anything the whole-config path rejects that the entry by
 	// entry checks did not (there should be nothing).
 	if len(out) == 0 {
-		if _, err := policy.ConfigFromKubelet(kc); err != nil {
+		if _, err := policy.ConfigFromKubelet(kc); err != nil && policy.KindOf(err) != policy.ErrUnrecognizedFeatureGate {
 			f := Finding{Severity: SeverityError, Message: err.Error(), Why: "the kubelet refuses to start with this configuration", Fix: thresholdFix(err)}
-			if fe, ok := err.(*policy.FieldError); ok {
+			var fe *policy.FieldError
+			if errors.As(err, &fe) {
 				f.Field, f.Value, f.Message = fe.Field, fe.Value, fe.Err.Error()
 			}
 			out = append(out, f)
@@ -135,31 +138,46 @@ func ruleThresholdErrors(in *Input) []Finding {
 }
 
 func thresholdFix(err error) string {
-	msg := err.Error()
-	switch {
-	case strings.HasPrefix(msg, "unsupported eviction signal"):
+	switch policy.KindOf(err) {
+	case policy.ErrUnsupportedSignal:
 		names := make([]string, 0, len(policy.Signals))
 		for _, s := range policy.Signals {
 			names = append(names, string(s))
 		}
 		return "use one of: " + strings.Join(names, ", ")
-	case strings.Contains(msg, "must be positive"):
-		if strings.Contains(msg, "minimum reclaim") {
-			return "use a positive percentage or a quantity (0 is allowed as a quantity, e.g. \"0Mi\")"
-		}
+	case policy.ErrMinReclaimNotPositive:
+		return "use a positive percentage or a quantity (0 is allowed as a quantity, e.g. \"0Mi\")"
+	case policy.ErrThresholdNotPositive:
 		return "use a positive quantity such as 100Mi, or \"0%\" to disable the signal"
-	case strings.Contains(msg, ">= 0%"), strings.Contains(msg, "<= 100%"):
+	case policy.ErrPercentageOutOfRange:
 		return "use a percentage between 0% and 100%"
-	case strings.Contains(msg, "grace period"):
+	case policy.ErrNegativeGracePeriod:
 		return "use a non-negative Go duration such as 30s, 1m30s or 5m"
-	case strings.Contains(msg, "negative eviction minimum reclaim"):
+	case policy.ErrMissingGracePeriod:
+		return "add the grace period, e.g. 1m30s (0s would make it a hard threshold)"
+	case policy.ErrNegativeMinReclaim:
 		return "use a non-negative quantity such as 500Mi"
-	case strings.Contains(msg, "quantities must match"), strings.Contains(msg, "invalid syntax"), strings.Contains(msg, "ParseFloat"):
+	case policy.ErrBadValue:
 		return "write a quantity like 100Mi or 1Gi, or a percentage like 10%"
-	case strings.Contains(msg, "time: "):
+	case policy.ErrBadDuration:
 		return "write a Go duration such as 90s or 1m30s"
+	case policy.ErrUnrecognizedFeatureGate:
+		return "remove it, or check its spelling against the kubelet v1.37.2's feature gates"
 	}
 	return "correct the value"
+}
+
+// ruleFeatureGateErrors reports every featureGates name the kubelet does not
+// know (the kubelet stops at the first), with its wording.
+func ruleFeatureGateErrors(in *Input) []Finding {
+	var out []Finding
+	for _, k := range sortedKeys(in.Config.FeatureGates) {
+		if err := policy.CheckFeatureGate(k); err != nil {
+			out = append(out, Finding{Severity: SeverityError, Field: "featureGates." + k, Value: fmt.Sprint(in.Config.FeatureGates[k]),
+				Message: err.Error(), Why: "the kubelet refuses to start with a feature gate it does not know", Fix: thresholdFix(err)})
+		}
+	}
+	return out
 }
 
 func ruleMemoryQoSErrors(in *Input) []Finding {
@@ -167,16 +185,15 @@ func ruleMemoryQoSErrors(in *Input) []Finding {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	f := Finding{Severity: SeverityError, Message: msg, Why: "the kubelet's configuration validation fails and it does not start"}
-	switch {
-	case strings.Contains(msg, "memoryThrottlingFactor must not be set"):
+	f := Finding{Severity: SeverityError, Message: err.Error(), Why: "the kubelet's configuration validation fails and it does not start"}
+	switch policy.KindOf(err) {
+	case policy.ErrThrottlingFactorWithoutMemoryQoS:
 		f.Field, f.Value = "memoryThrottlingFactor", fmt.Sprint(*in.Config.MemoryThrottlingFactor)
 		f.Fix = "remove memoryThrottlingFactor, or enable the MemoryQoS feature gate"
-	case strings.Contains(msg, "memoryThrottlingFactor"):
+	case policy.ErrThrottlingFactorOutOfRange:
 		f.Field, f.Value = "memoryThrottlingFactor", fmt.Sprint(*in.Config.MemoryThrottlingFactor)
 		f.Fix = "use a factor in (0, 1], e.g. 0.9"
-	case strings.Contains(msg, "requires MemoryQoS"):
+	case policy.ErrReservationPolicyNeedsMemoryQoS:
 		f.Field, f.Value = "memoryReservationPolicy", string(in.Config.MemoryReservationPolicy)
 		f.Fix = "enable the MemoryQoS feature gate or set memoryReservationPolicy: None"
 	default:

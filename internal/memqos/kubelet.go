@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/policy"
 )
 
 // Feature gate names read from the KubeletConfiguration featureGates map.
@@ -44,19 +46,23 @@ func FromKubelet(kc *kubeletconfigv1beta1.KubeletConfiguration) (Settings, error
 		s.ThrottlingFactor = &f
 	}
 	if !s.MemoryQoS && s.ThrottlingFactor != nil && *s.ThrottlingFactor != previousDefaultMemoryThrottlingFactor {
-		return s, fmt.Errorf("invalid configuration: memoryThrottlingFactor must not be set when MemoryQoS feature gate is disabled")
+		return s, policy.NewError(policy.ErrThrottlingFactorWithoutMemoryQoS, "memoryThrottlingFactor",
+			"invalid configuration: memoryThrottlingFactor must not be set when MemoryQoS feature gate is disabled")
 	}
 	if f := s.ThrottlingFactor; f != nil && (*f <= 0 || *f > 1.0) {
-		return s, fmt.Errorf("invalid configuration: memoryThrottlingFactor %v must be greater than 0 and less than or equal to 1.0", *f)
+		return s, policy.NewError(policy.ErrThrottlingFactorOutOfRange, "memoryThrottlingFactor",
+			fmt.Sprintf("invalid configuration: memoryThrottlingFactor %v must be greater than 0 and less than or equal to 1.0", *f))
 	}
 	if !s.MemoryQoS && s.ReservationPolicy == ReservationTiered {
-		return s, fmt.Errorf("invalid configuration: memoryReservationPolicy %q requires MemoryQoS feature gate to be enabled", s.ReservationPolicy)
+		return s, policy.NewError(policy.ErrReservationPolicyNeedsMemoryQoS, "memoryReservationPolicy",
+			fmt.Sprintf("invalid configuration: memoryReservationPolicy %q requires MemoryQoS feature gate to be enabled", s.ReservationPolicy))
 	}
 	switch s.ReservationPolicy {
 	case ReservationNone, ReservationTiered:
 	default:
-		return s, fmt.Errorf("invalid configuration: option %q specified for memoryReservationPolicy. Valid options are %q or %q",
-			s.ReservationPolicy, ReservationNone, ReservationTiered)
+		return s, policy.NewError(policy.ErrUnknownReservationPolicy, "memoryReservationPolicy",
+			fmt.Sprintf("invalid configuration: option %q specified for memoryReservationPolicy. Valid options are %q or %q",
+				s.ReservationPolicy, ReservationNone, ReservationTiered))
 	}
 	return s, nil
 }

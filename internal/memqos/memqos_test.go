@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/policy"
 )
 
 const (
@@ -268,19 +270,28 @@ func TestFromKubelet(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		kc   kubeletconfigv1beta1.KubeletConfiguration
+		kind policy.ErrorKind
 		want string
 	}{
 		{kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: map[string]bool{"MemoryQoS": false}, MemoryThrottlingFactor: factor(0.7)},
+			policy.ErrThrottlingFactorWithoutMemoryQoS,
 			"invalid configuration: memoryThrottlingFactor must not be set when MemoryQoS feature gate is disabled"},
 		{kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: map[string]bool{"MemoryQoS": false}, MemoryReservationPolicy: "TieredReservation"},
+			policy.ErrReservationPolicyNeedsMemoryQoS,
 			`invalid configuration: memoryReservationPolicy "TieredReservation" requires MemoryQoS feature gate to be enabled`},
 		{kubeletconfigv1beta1.KubeletConfiguration{MemoryReservationPolicy: "Strict"},
+			policy.ErrUnknownReservationPolicy,
 			`invalid configuration: option "Strict" specified for memoryReservationPolicy. Valid options are "None" or "TieredReservation"`},
 		{kubeletconfigv1beta1.KubeletConfiguration{MemoryThrottlingFactor: factor(-1)},
+			policy.ErrThrottlingFactorOutOfRange,
 			"invalid configuration: memoryThrottlingFactor -1 must be greater than 0 and less than or equal to 1.0"},
 	} {
-		if _, err := FromKubelet(&tc.kc); err == nil || err.Error() != tc.want {
+		_, err := FromKubelet(&tc.kc)
+		if err == nil || err.Error() != tc.want {
 			t.Errorf("err = %v\nwant %s", err, tc.want)
+		}
+		if k := policy.KindOf(err); k != tc.kind {
+			t.Errorf("%v: kind %v, want %v", err, k, tc.kind)
 		}
 	}
 	// 0.9 (the old default) stays accepted with MemoryQoS off.

@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"time"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -62,9 +64,15 @@ func DefaultFeatureGates() FeatureGates {
 	}
 }
 
-// apply sets the gates named in a KubeletConfiguration featureGates map.
-func (g *FeatureGates) apply(m map[string]bool) {
-	for name, on := range m {
+// apply sets the gates named in a KubeletConfiguration featureGates map. A
+// name the kubelet v1.37.2 does not know is an error in component-base's
+// featuregate wording ("unrecognized feature gate: X"), with which the kubelet
+// refuses to start; it stops at the first, and so does apply, checking the
+// names in sorted order (the kubelet's is a map's). Known gates that do not
+// change an eviction decision are accepted and ignored.
+func (g *FeatureGates) apply(m map[string]bool) error {
+	for _, name := range sortedKeys(m) {
+		on := m[name]
 		switch name {
 		case "KubeletSeparateDiskGC":
 			g.KubeletSeparateDiskGC = on
@@ -76,8 +84,30 @@ func (g *FeatureGates) apply(m map[string]bool) {
 			g.InPlacePodVerticalScalingMemoryBackedVolumes = on
 		case "TaintTolerationComparisonOperators":
 			g.TaintTolerationComparisonOperators = on
+		default:
+			if err := CheckFeatureGate(name); err != nil {
+				return &FieldError{Field: "featureGates." + name, Value: strconv.FormatBool(on), Err: err}
+			}
 		}
 	}
+	return nil
+}
+
+// CheckFeatureGate returns the kubelet's error for a feature gate name it
+// does not know (kind ErrUnrecognizedFeatureGate), nil for one it knows.
+func CheckFeatureGate(name string) error {
+	if KnownFeatureGate(name) {
+		return nil
+	}
+	return newError(ErrUnrecognizedFeatureGate, name, "unrecognized feature gate: "+name)
+}
+
+// KnownFeatureGate reports whether the kubelet v1.37.2 knows the feature
+// gate name (kubeletFeatureGates, checked against the kubelet by the parity
+// tier).
+func KnownFeatureGate(name string) bool {
+	i := sort.SearchStrings(kubeletFeatureGates, name)
+	return i < len(kubeletFeatureGates) && kubeletFeatureGates[i] == name
 }
 
 // Config is the eviction manager's configuration after the kubelet's
@@ -148,7 +178,9 @@ func ConfigFromKubelet(kc *kubeletconfigv1beta1.KubeletConfiguration) (Config, e
 	if kc.LocalStorageCapacityIsolation != nil {
 		cfg.LocalStorageCapacityIsolation = *kc.LocalStorageCapacityIsolation
 	}
-	cfg.Features.apply(kc.FeatureGates)
+	if err := cfg.Features.apply(kc.FeatureGates); err != nil {
+		return Config{}, err
+	}
 	enforce := kc.EnforceNodeAllocatable
 	if enforce == nil {
 		enforce = DefaultEnforceNodeAllocatable()

@@ -23,12 +23,20 @@ type Engine struct {
 
 	synced      bool // the kubelet's dedicatedImageFs != nil
 	splitBroken bool // split layout with KubeletSeparateDiskGC off: no rank/reclaim funcs
-	// firstObserved maps an index into thresholds to when it was first met.
-	firstObserved map[int]time.Time
-	condLast      map[v1.NodeConditionType]time.Time
-	conditions    []v1.NodeConditionType
-	met           []int // grace-satisfied thresholds of the last synchronize
-	lastObs       *observations
+
+	// The kubelet's managerImpl state, keyed as it keys it: by threshold
+	// value (signal, operator, value, grace period), not by position in the
+	// configuration.
+	//
+	// firstObserved is thresholdsFirstObservedAt: the thresholds met in the
+	// last synchronize and when each was first met, in the order they were
+	// met (the order evictd takes for the kubelet's map; see
+	// thresholdsMetGracePeriod).
+	firstObserved []thresholdObservedAt
+	condLast      map[v1.NodeConditionType]time.Time // nodeConditionsLastObservedAt
+	conditions    []v1.NodeConditionType             // nodeConditions, sorted
+	met           []Threshold                        // thresholdsMet: grace-satisfied in the last synchronize
+	lastObs       *observations                      // lastObservations
 
 	pending *pendingReclaim
 	facts   factsCache
@@ -37,6 +45,12 @@ type Engine struct {
 	statsBuf map[string]*statsv1alpha1.PodStats
 	factsBuf []*podFacts
 	rankBuf  ranked
+}
+
+// thresholdObservedAt is one entry of the kubelet's thresholdsObservedAt map.
+type thresholdObservedAt struct {
+	threshold Threshold
+	at        time.Time
 }
 
 // pendingReclaim is the context of a synchronize waiting for Reclaimed.
@@ -55,18 +69,17 @@ type pendingReclaim struct {
 func NewEngine(cfg Config, fs Filesystems) (*Engine, error) {
 	for i, t := range cfg.Thresholds {
 		if !ValidSignal(t.Signal) {
-			return nil, fmt.Errorf("threshold %d: unsupported eviction signal %v", i, t.Signal)
+			return nil, fmt.Errorf("threshold %d: %w", i, unsupportedSignal(t.Signal))
 		}
 		if t.GracePeriod < 0 {
 			return nil, fmt.Errorf("threshold %d (%s): negative grace period %v", i, t.Signal, t.GracePeriod)
 		}
 	}
 	e := &Engine{
-		cfg:           cfg,
-		fs:            fs,
-		base:          append([]Threshold(nil), cfg.Thresholds...),
-		firstObserved: map[int]time.Time{},
-		condLast:      map[v1.NodeConditionType]time.Time{},
+		cfg:      cfg,
+		fs:       fs,
+		base:     append([]Threshold(nil), cfg.Thresholds...),
+		condLast: map[v1.NodeConditionType]time.Time{},
 	}
 	e.thresholds = e.base
 	return e, nil
@@ -87,137 +100,70 @@ func (e *Engine) NodeConditions() []v1.NodeConditionType {
 	return append([]v1.NodeConditionType(nil), e.conditions...)
 }
 
-// Step runs one kubelet synchronize at time now.
+func newDecision(now time.Time) Decision {
+	return Decision{Now: now, Reclaim: []string{}, Candidates: []Candidate{}, Evictions: []Eviction{}, Events: []Event{},
+		Met: []ThresholdStatus{}, InGrace: []ThresholdStatus{}, Actionable: []ThresholdStatus{}, NodeConditions: []v1.NodeConditionType{}}
+}
+
+// Step runs one kubelet synchronize at time now. It follows the kubelet's
+// synchronize (eviction_manager.go) phase by phase, each phase named after
+// the kubelet helper it reproduces: observe (makeSignalObservations),
+// thresholds met (thresholdsMet, mergeThresholds), grace filter
+// (thresholdsFirstObservedAt, thresholdsMetGracePeriod), conditions
+// (nodeConditions, nodeConditionsLastObservedAt, nodeConditionsObservedSince),
+// the stale-stats filter (thresholdsUpdatedStats), the reclaim decision
+// (byEvictionPriority, getReclaimableThreshold, the node-level reclaim
+// functions), rank and pick (evict).
 func (e *Engine) Step(now time.Time, in Input) Decision {
 	e.pending = nil
-	d := Decision{Now: now, Reclaim: []string{}, Candidates: []Candidate{}, Evictions: []Eviction{}, Events: []Event{},
-		Met: []ThresholdStatus{}, InGrace: []ThresholdStatus{}, Actionable: []ThresholdStatus{}, NodeConditions: []v1.NodeConditionType{}}
+	d := newDecision(now)
 
 	if len(e.thresholds) == 0 && !e.cfg.LocalStorageCapacityIsolation {
 		d.Notes = append(d.Notes, "no thresholds and localStorageCapacityIsolation off: the eviction manager does nothing")
 		d.NodeConditions = e.NodeConditions()
 		return d
 	}
-
-	// The kubelet evaluates only the thresholds it had before this block on
-	// its first synchronize: the containerfs thresholds it appends are seen
-	// from the second synchronize on (in-place overrides are seen at once).
-	evaluate := len(e.thresholds)
-	if !e.synced {
-		e.synced = true
-		if e.fs.SplitContainerFs && !e.cfg.Features.KubeletSeparateDiskGC {
-			e.splitBroken = true
-			d.Error = ErrSplitFsWithoutGate.Error()
-			d.NodeConditions = e.NodeConditions()
-			return d
-		}
-		evaluate = len(e.base)
-		e.thresholds, _ = updateContainerFsThresholds(e.base, e.fs.DedicatedImageFs, e.fs.SplitContainerFs)
-		for _, t := range e.thresholds[evaluate:] {
-			if t.Operator != "" { // copies without a source never fire anyway
-				d.Unevaluated = append(d.Unevaluated, t)
-			}
-		}
+	evaluate, ok := e.buildRankingFunctions(&d)
+	if !ok {
+		d.NodeConditions = e.NodeConditions()
+		return d
 	}
-
 	if in.Summary == nil {
 		d.Error = "failed to get summary stats"
 		d.NodeConditions = e.NodeConditions()
 		return d
 	}
 
+	// observe
 	obs := makeObservations(in.Summary)
-	e.statsBuf = podStatsIndexInto(e.statsBuf, in.Summary)
-	stats := e.statsBuf
 	d.Observations = obs.list()
-	e.facts.begin()
-	if cap(e.factsBuf) < len(in.Pods) {
-		e.factsBuf = make([]*podFacts, len(in.Pods))
-	}
-	facts := e.factsBuf[:len(in.Pods)]
-	for i, p := range in.Pods {
-		facts[i] = e.facts.get(p, e.cfg.Features)
-	}
-	e.facts.end(len(in.Pods))
+	stats, facts := e.podInputs(in)
 
-	idx := make([]int, evaluate)
-	for i := range idx {
-		idx[i] = i
-	}
-	met := e.thresholdsMet(idx, obs, false)
-	fromMet := make(map[int]bool, len(met))
-	for _, i := range met {
-		fromMet[i] = true
-	}
+	// thresholds met, ignoring grace periods; then those met before whose
+	// minimum reclaim is not yet satisfied (hysteresis)
+	met := thresholdsMet(evaluate, obs, false)
+	fresh := len(met)
 	if len(e.met) > 0 {
-		for _, i := range e.thresholdsMet(e.met, obs, true) {
-			if !e.hasThreshold(met, i) {
-				met = append(met, i)
-			}
-		}
+		met = mergeThresholds(met, thresholdsMet(e.met, obs, true))
 	}
 
-	firstObserved := make(map[int]time.Time, len(met))
-	for _, i := range met {
-		at, ok := e.firstObserved[i]
-		if !ok {
-			at = now
-		}
-		firstObserved[i] = at
-	}
+	// grace filter and node conditions
+	firstObserved := thresholdsFirstObservedAt(met, e.firstObserved, now)
+	condLast := nodeConditionsLastObservedAt(nodeConditions(met), e.condLast, now)
+	conditions := nodeConditionsObservedSince(condLast, e.cfg.PressureTransitionPeriod, now)
+	graceMet := thresholdsMetGracePeriod(firstObserved, now)
+	e.explainMet(&d, firstObserved, fresh, obs, now)
 
-	condLast := make(map[v1.NodeConditionType]time.Time, 3)
-	for _, i := range met {
-		condLast[signalToCondition[e.thresholds[i].Signal]] = now
-	}
-	for c, at := range e.condLast {
-		if _, ok := condLast[c]; !ok {
-			condLast[c] = at
-		}
-	}
-	var conditions []v1.NodeConditionType
-	for c, at := range condLast {
-		if now.Sub(at) < e.cfg.PressureTransitionPeriod {
-			conditions = append(conditions, c)
-		}
-	}
-	sort.Slice(conditions, func(a, b int) bool { return conditions[a] < conditions[b] })
-
-	var graceMet []int
-	for _, i := range met {
-		st := e.status(i, obs, firstObserved[i], now)
-		st.MinReclaimActive = !fromMet[i]
-		d.Met = append(d.Met, st)
-		if now.Sub(firstObserved[i]) < e.thresholds[i].GracePeriod {
-			d.InGrace = append(d.InGrace, st)
-			continue
-		}
-		graceMet = append(graceMet, i)
-	}
-
+	// the kubelet's state update, then the stale-stats filter: act only on
+	// thresholds whose stats are newer than the previous synchronize's
 	e.conditions = conditions
 	e.firstObserved = firstObserved
 	e.condLast = condLast
 	e.met = graceMet
 	d.NodeConditions = e.NodeConditions()
-
-	// Stale-stats filter: act only on thresholds whose stats are newer than
-	// the previous synchronize's.
-	var actionable []int
-	for _, i := range graceMet {
-		o, ok := obs.get(e.thresholds[i].Signal)
-		if !ok {
-			continue
-		}
-		var last *Observation
-		if e.lastObs != nil {
-			last, _ = e.lastObs.get(e.thresholds[i].Signal)
-		}
-		if last == nil || o.Time.IsZero() || o.Time.After(last.Time.Time) {
-			actionable = append(actionable, i)
-		} else {
-			d.Stale = append(d.Stale, e.status(i, obs, firstObserved[i], now))
-		}
+	actionable, stale := thresholdsUpdatedStats(graceMet, obs, e.lastObs)
+	for _, t := range stale {
+		d.Stale = append(d.Stale, e.status(t, obs, firstObservedAt(firstObserved, t), now))
 	}
 	e.lastObs = obs
 
@@ -230,24 +176,14 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 		return d
 	}
 
-	// The kubelet lists the grace-satisfied thresholds by iterating a Go map
-	// (a random rotation of their insertion order) and sorts them with
-	// byEvictionPriority. evictd takes the insertion order — the kubelet's most
-	// likely iteration order — and applies the kubelet's sort to it.
-	sort.Sort(byEvictionPriority{idx: actionable, th: e.thresholds})
-	ordered := make([]Threshold, len(actionable))
-	for k, i := range actionable {
-		ordered[k] = e.thresholds[i]
-		d.Actionable = append(d.Actionable, e.status(i, obs, firstObserved[i], now))
+	// reclaim decision: the kubelet sorts the thresholds by eviction
+	// priority and reclaims the resource of the first
+	sort.Sort(byEvictionPriority(actionable))
+	deciding, resource, ok := getReclaimableThreshold(actionable)
+	if !ok { // never: every valid signal names a resource
+		return d
 	}
-	deciding := ordered[0]
-	dec := d.Actionable[0]
-	d.Deciding = &dec
-	d.Signal = deciding.Signal
-	d.Resource = signalToResource[deciding.Signal]
-	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
-		Message: fmt.Sprintf("Attempting to reclaim %s", d.Resource)})
-
+	e.explainDeciding(&d, actionable, deciding, resource, obs, firstObserved, now)
 	if e.splitBroken {
 		d.Notes = append(d.Notes, "no ranking function for signal "+string(deciding.Signal)+
 			" (split filesystem with KubeletSeparateDiskGC off): nothing evicted")
@@ -256,11 +192,244 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	if funcs := reclaimFor(deciding.Signal, e.fs); len(funcs) > 0 {
 		d.Reclaim = funcs
 		d.ReclaimPending = true
-		e.pending = &pendingReclaim{decision: d, pods: in.Pods, facts: facts, stats: stats, thresholds: ordered, obs: obs, deciding: deciding}
+		e.pending = &pendingReclaim{decision: d, pods: in.Pods, facts: facts, stats: stats, thresholds: actionable, obs: obs, deciding: deciding}
 		return d
 	}
-	e.evict(&d, in.Pods, facts, stats, ordered, obs, deciding)
+
+	// rank and pick
+	e.evict(&d, in.Pods, facts, stats, actionable, obs, deciding)
 	return d
+}
+
+// explainMet records the met thresholds in d: each with its quantities and
+// timing, the first fresh ones met now, the rest met only through their
+// minimum reclaim; those still in their grace period also in d.InGrace.
+func (e *Engine) explainMet(d *Decision, firstObserved []thresholdObservedAt, fresh int, obs *observations, now time.Time) {
+	for k, fo := range firstObserved {
+		st := e.status(fo.threshold, obs, fo.at, now)
+		st.MinReclaimActive = k >= fresh
+		d.Met = append(d.Met, st)
+		if now.Sub(fo.at) < fo.threshold.GracePeriod {
+			d.InGrace = append(d.InGrace, st)
+		}
+	}
+}
+
+// explainDeciding records the actionable thresholds (deciding first), the
+// signal and resource to reclaim, and the kubelet's "Attempting to reclaim"
+// node event.
+func (e *Engine) explainDeciding(d *Decision, actionable []Threshold, deciding Threshold, resource v1.ResourceName, obs *observations, firstObserved []thresholdObservedAt, now time.Time) {
+	for _, t := range actionable {
+		d.Actionable = append(d.Actionable, e.status(t, obs, firstObservedAt(firstObserved, t), now))
+	}
+	dec := d.Actionable[0]
+	d.Deciding = &dec
+	d.Signal = deciding.Signal
+	d.Resource = resource
+	d.Events = append(d.Events, Event{Object: "Node", Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet",
+		Message: fmt.Sprintf("Attempting to reclaim %s", resource)})
+}
+
+// buildRankingFunctions is the block of the kubelet's synchronize that runs
+// while the filesystem layout is not yet known (dedicatedImageFs == nil): on
+// the first synchronize it records the layout and derives the containerfs
+// thresholds (UpdateContainerFsThresholds), or fails for good on a split
+// layout with KubeletSeparateDiskGC off. It returns the thresholds this
+// synchronize evaluates: on the first one the kubelet still evaluates the
+// list it had before the block (the containerfs thresholds it appends are
+// seen from the second synchronize on; in-place overrides at once).
+func (e *Engine) buildRankingFunctions(d *Decision) ([]Threshold, bool) {
+	if e.synced {
+		return e.thresholds, true
+	}
+	e.synced = true
+	if e.fs.SplitContainerFs && !e.cfg.Features.KubeletSeparateDiskGC {
+		e.splitBroken = true
+		d.Error = ErrSplitFsWithoutGate.Error()
+		return nil, false
+	}
+	e.thresholds, _ = updateContainerFsThresholds(e.base, e.fs.DedicatedImageFs, e.fs.SplitContainerFs)
+	evaluate := e.thresholds[:len(e.base)]
+	for _, t := range e.thresholds[len(e.base):] {
+		if t.Operator != "" { // copies without a source never fire anyway
+			d.Unevaluated = append(d.Unevaluated, t)
+		}
+	}
+	return evaluate, true
+}
+
+// podInputs indexes the Summary's pod stats by UID and returns the pods'
+// cached facts, in pod order (the kubelet's statsFunc and the parts of the
+// pod specs ranking reads).
+func (e *Engine) podInputs(in Input) (map[string]*statsv1alpha1.PodStats, []*podFacts) {
+	e.statsBuf = podStatsIndexInto(e.statsBuf, in.Summary)
+	e.facts.begin()
+	if cap(e.factsBuf) < len(in.Pods) {
+		e.factsBuf = make([]*podFacts, len(in.Pods))
+	}
+	facts := e.factsBuf[:len(in.Pods)]
+	for i, p := range in.Pods {
+		facts[i] = e.facts.get(p, e.cfg.Features)
+	}
+	e.facts.end(len(in.Pods))
+	return e.statsBuf, facts
+}
+
+// thresholdsMet is the kubelet's thresholdsMet: the thresholds whose
+// quantity (+ minimum reclaim when enforceMinReclaim) exceeds what is
+// available, in input order.
+func thresholdsMet(thresholds []Threshold, obs *observations, enforceMinReclaim bool) []Threshold {
+	var out []Threshold
+	for i := range thresholds {
+		t := &thresholds[i]
+		o, ok := obs.get(t.Signal)
+		if !ok {
+			continue
+		}
+		q := thresholdQuantity(t.Value, &o.Capacity)
+		if enforceMinReclaim && t.MinReclaim != nil {
+			q.Add(*thresholdQuantity(*t.MinReclaim, &o.Capacity))
+		}
+		if t.Operator == OpLessThan && q.Cmp(o.Available) > 0 {
+			out = append(out, *t)
+		}
+	}
+	return out
+}
+
+// mergeThresholds is the kubelet's mergeThresholds: a, then the thresholds
+// of b not in a (hasThreshold).
+func mergeThresholds(a, b []Threshold) []Threshold {
+	for _, t := range b {
+		if !hasThreshold(a, t) {
+			a = append(a, t)
+		}
+	}
+	return a
+}
+
+// thresholdsFirstObservedAt is the kubelet's thresholdsFirstObservedAt:
+// each met threshold with when it was first met — carried over from last,
+// or now for a threshold not met last time.
+func thresholdsFirstObservedAt(met []Threshold, last []thresholdObservedAt, now time.Time) []thresholdObservedAt {
+	out := make([]thresholdObservedAt, 0, len(met))
+	for _, t := range met {
+		at := now
+		for _, l := range last {
+			if sameThreshold(l.threshold, t) {
+				at = l.at
+				break
+			}
+		}
+		out = append(out, thresholdObservedAt{t, at})
+	}
+	return out
+}
+
+// thresholdsMetGracePeriod is the kubelet's thresholdsMetGracePeriod: the
+// thresholds met for at least their grace period. The kubelet iterates a Go
+// map, a random rotation of its insertion order; evictd takes the insertion
+// order, the kubelet's most likely one (docs/kubelet-parity.md).
+func thresholdsMetGracePeriod(observedAt []thresholdObservedAt, now time.Time) []Threshold {
+	var out []Threshold
+	for _, fo := range observedAt {
+		if now.Sub(fo.at) >= fo.threshold.GracePeriod {
+			out = append(out, fo.threshold)
+		}
+	}
+	return out
+}
+
+// nodeConditions is the kubelet's nodeConditions: the conditions the met
+// thresholds raise, each once, in order.
+func nodeConditions(met []Threshold) []v1.NodeConditionType {
+	var out []v1.NodeConditionType
+	for _, t := range met {
+		if c, ok := signalToCondition[t.Signal]; ok && !hasNodeCondition(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasNodeCondition(list []v1.NodeConditionType, c v1.NodeConditionType) bool {
+	for _, x := range list {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeConditionsLastObservedAt is the kubelet's nodeConditionsLastObservedAt:
+// the observed conditions at now, the others at when last seen.
+func nodeConditionsLastObservedAt(observed []v1.NodeConditionType, last map[v1.NodeConditionType]time.Time, now time.Time) map[v1.NodeConditionType]time.Time {
+	out := make(map[v1.NodeConditionType]time.Time, 3)
+	for c, at := range last {
+		out[c] = at
+	}
+	for _, c := range observed {
+		out[c] = now
+	}
+	return out
+}
+
+// nodeConditionsObservedSince is the kubelet's nodeConditionsObservedSince:
+// the conditions last observed less than period ago, sorted (the kubelet's
+// order is a map's; the node status sorts nothing, evictd sorts for output).
+func nodeConditionsObservedSince(observedAt map[v1.NodeConditionType]time.Time, period time.Duration, now time.Time) []v1.NodeConditionType {
+	var out []v1.NodeConditionType
+	for c, at := range observedAt {
+		if now.Sub(at) < period {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// thresholdsUpdatedStats is the kubelet's thresholdsUpdatedStats: of the
+// thresholds, those whose signal was observed more recently than in last (or
+// whose stats carry no time) are updated, the others stale. A threshold
+// without an observation is in neither, as the kubelet drops it.
+func thresholdsUpdatedStats(thresholds []Threshold, obs, last *observations) (updated, stale []Threshold) {
+	for _, t := range thresholds {
+		o, ok := obs.get(t.Signal)
+		if !ok {
+			continue
+		}
+		var l *Observation
+		if last != nil {
+			l, _ = last.get(t.Signal)
+		}
+		if l == nil || o.Time.IsZero() || o.Time.After(l.Time.Time) {
+			updated = append(updated, t)
+		} else {
+			stale = append(stale, t)
+		}
+	}
+	return updated, stale
+}
+
+func firstObservedAt(list []thresholdObservedAt, t Threshold) time.Time {
+	for _, fo := range list {
+		if sameThreshold(fo.threshold, t) {
+			return fo.at
+		}
+	}
+	return time.Time{}
+}
+
+// getReclaimableThreshold is the kubelet's getReclaimableThreshold: the
+// first threshold whose signal names a resource to reclaim, and that
+// resource.
+func getReclaimableThreshold(thresholds []Threshold) (Threshold, v1.ResourceName, bool) {
+	for _, t := range thresholds {
+		if r, ok := signalToResource[t.Signal]; ok {
+			return t, r, true
+		}
+	}
+	return Threshold{}, "", false
 }
 
 // Reclaimed continues a synchronize whose Decision requested node-level
@@ -283,11 +452,7 @@ func (e *Engine) Reclaimed(now time.Time, fresh *statsv1alpha1.Summary) Decision
 	} else {
 		obs := makeObservations(fresh)
 		d.AfterReclaim = obs.list()
-		all := make([]int, len(e.thresholds))
-		for i := range all {
-			all[i] = i
-		}
-		if len(e.thresholdsMet(all, obs, true)) == 0 {
+		if len(thresholdsMet(e.thresholds, obs, true)) == 0 {
 			d.ReclaimSufficient = true
 			return d
 		}
@@ -463,40 +628,26 @@ func (e *Engine) containerOverLimit(ps *statsv1alpha1.PodStats, f *podFacts) (bo
 	return false, "", ""
 }
 
-// thresholdsMet returns the indices in idx whose threshold is met by obs:
-// quantity (+ minReclaim when enforceMinReclaim) > available.
-func (e *Engine) thresholdsMet(idx []int, obs *observations, enforceMinReclaim bool) []int {
-	var out []int
-	for _, i := range idx {
-		t := &e.thresholds[i]
-		o, ok := obs.get(t.Signal)
-		if !ok {
-			continue
-		}
-		q := thresholdQuantity(t.Value, &o.Capacity)
-		if enforceMinReclaim && t.MinReclaim != nil {
-			q.Add(*thresholdQuantity(*t.MinReclaim, &o.Capacity))
-		}
-		if t.Operator == OpLessThan && q.Cmp(o.Available) > 0 {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// hasThreshold is the kubelet's hasThreshold: same grace period, operator,
-// signal and value (minimum reclaim is not compared).
-func (e *Engine) hasThreshold(list []int, i int) bool {
-	b := &e.thresholds[i]
-	for _, j := range list {
-		a := &e.thresholds[j]
-		if a.GracePeriod == b.GracePeriod && a.Operator == b.Operator && a.Signal == b.Signal && sameValue(a.Value, b.Value) {
+// hasThreshold is the kubelet's hasThreshold: sameThreshold with one of list.
+func hasThreshold(list []Threshold, t Threshold) bool {
+	for _, x := range list {
+		if sameThreshold(x, t) {
 			return true
 		}
 	}
 	return false
 }
 
+// sameThreshold is how the kubelet tells thresholds apart (hasThreshold,
+// and the keys of its thresholdsObservedAt map): same grace period,
+// operator, signal and value (compareThresholdValue). Minimum reclaim is not
+// compared: it is set per signal, so thresholds equal in the rest have the
+// same one.
+func sameThreshold(a, b Threshold) bool {
+	return a.GracePeriod == b.GracePeriod && a.Operator == b.Operator && a.Signal == b.Signal && sameValue(a.Value, b.Value)
+}
+
+// sameValue is the kubelet's compareThresholdValue.
 func sameValue(a, b ThresholdValue) bool {
 	if a.Quantity != nil {
 		return b.Quantity != nil && a.Quantity.Cmp(*b.Quantity) == 0
@@ -507,8 +658,7 @@ func sameValue(a, b ThresholdValue) bool {
 	return a.Percentage == b.Percentage
 }
 
-func (e *Engine) status(i int, obs *observations, first, now time.Time) ThresholdStatus {
-	t := e.thresholds[i]
+func (e *Engine) status(t Threshold, obs *observations, first, now time.Time) ThresholdStatus {
 	st := ThresholdStatus{Threshold: t, FirstObserved: first}
 	if o, ok := obs.get(t.Signal); ok {
 		st.Quantity = thresholdQuantity(t.Value, &o.Capacity)
@@ -521,22 +671,18 @@ func (e *Engine) status(i int, obs *observations, first, now time.Time) Threshol
 	return st
 }
 
-// byEvictionPriority is the kubelet's byEvictionPriority over indices into
-// th: Less(i, j) holds when i is a memory signal, or j has no resource (never
-// here: every valid signal has one). It is not a strict order; with the
-// kubelet's sort.Sort (insertion sort up to 12 elements) it moves the memory
-// thresholds to the front in reverse order and keeps the others in order.
-type byEvictionPriority struct {
-	idx []int
-	th  []Threshold
-}
+// byEvictionPriority is the kubelet's byEvictionPriority: Less(i, j) holds
+// when i is a memory signal, or j has no resource (never here: every valid
+// signal has one). It is not a strict order; with the kubelet's sort.Sort
+// (insertion sort up to 12 elements) it moves the memory thresholds to the
+// front in reverse order and keeps the others in order.
+type byEvictionPriority []Threshold
 
-func (b byEvictionPriority) Len() int      { return len(b.idx) }
-func (b byEvictionPriority) Swap(i, j int) { b.idx[i], b.idx[j] = b.idx[j], b.idx[i] }
+func (b byEvictionPriority) Len() int      { return len(b) }
+func (b byEvictionPriority) Swap(i, j int) { b[i], b[j] = b[j], b[i] }
 func (b byEvictionPriority) Less(i, j int) bool {
-	si, sj := b.th[b.idx[i]].Signal, b.th[b.idx[j]].Signal
-	_, jHasResource := signalToResource[sj]
-	return si == SignalMemoryAvailable || si == SignalAllocatableMemoryAvailable || !jHasResource
+	_, jHasResource := signalToResource[b[j].Signal]
+	return b[i].Signal == SignalMemoryAvailable || b[i].Signal == SignalAllocatableMemoryAvailable || !jHasResource
 }
 
 // Admit is the kubelet's admission check under node pressure: no condition →

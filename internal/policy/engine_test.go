@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -407,4 +408,93 @@ func TestDerivedContainerFsThresholdsFromSecondSync(t *testing.T) {
 	if d.Signal != SignalContainerFsAvailable || !reflect.DeepEqual(d.Reclaim, []string{"containerGC", "imageGC"}) || len(d.Unevaluated) != 0 {
 		t.Fatalf("second sync: signal %q reclaim %v", d.Signal, d.Reclaim)
 	}
+}
+
+// TestRestoreIndexKeyedState: a state file written while the engine keyed
+// thresholds by index (testdata/state-index-keyed.json, written by that code
+// after 61 s of a met soft threshold) is read by its thresholds' text, and
+// the engine goes on as the engine that wrote it would have; a configuration
+// without that threshold refuses it.
+func TestRestoreIndexKeyedState(t *testing.T) {
+	b, err := os.ReadFile("testdata/state-index-keyed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Met[0].Signal != "" || st.Met[0].Index == nil {
+		t.Fatalf("the fixture is not an index-keyed state: %+v", st.Met[0])
+	}
+	cfg := mustConfig(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
+		map[string]string{"memory.available": "1m"}, nil, 0, 5*time.Minute)
+	p := pod("p", 0, []v1.Container{container("c", nil, nil)}, nil)
+	live, _ := NewEngine(cfg, Filesystems{})
+	live.Step(t0, Input{memSummary("1500Mi", t0, memStats(p, "1Mi")), []*v1.Pod{p}})
+	t1 := t0.Add(61 * time.Second)
+	live.Step(t1, Input{memSummary("1500Mi", t1, memStats(p, "1Mi")), []*v1.Pod{p}})
+
+	restored, _ := NewEngine(cfg, Filesystems{})
+	if err := restored.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustJSON(t, restored.State()), mustJSON(t, live.State()); got != want {
+		t.Errorf("migrated state differs from the live engine's:\n%s\n%s", got, want)
+	}
+	t2 := t1.Add(10 * time.Second)
+	dl := live.Step(t2, Input{memSummary("1600Mi", t2, memStats(p, "1Mi")), []*v1.Pod{p}})
+	dr := restored.Step(t2, Input{memSummary("1600Mi", t2, memStats(p, "1Mi")), []*v1.Pod{p}})
+	if a, b := mustJSON(t, dl), mustJSON(t, dr); a != b {
+		t.Errorf("restored engine decides differently:\n%s\n%s", b, a)
+	}
+	if len(dr.Evictions) != 1 || len(dr.Met) != 1 || dr.Met[0].FirstObserved != t0 {
+		t.Errorf("the soft threshold's first observation was lost: met %+v, evictions %d", dr.Met, len(dr.Evictions))
+	}
+
+	other, _ := NewEngine(mustConfig(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "3Gi"},
+		map[string]string{"memory.available": "1m"}, nil, 0, 5*time.Minute), Filesystems{})
+	if err := other.Restore(st); err == nil || !strings.Contains(err.Error(), `"memory.available<2Gi (soft, grace 1m0s)" of the state is not in this configuration`) {
+		t.Errorf("restore into a configuration without the threshold: err = %v", err)
+	}
+}
+
+// TestStateKeyedByValue: the state names thresholds by value, so it fits a
+// configuration listing the same thresholds in another order, as the
+// kubelet's threshold-keyed maps would.
+func TestStateKeyedByValue(t *testing.T) {
+	cfg := mustConfig(t, map[string]string{"memory.available": "1Gi", "nodefs.available": "10%"}, map[string]string{"memory.available": "2Gi"},
+		map[string]string{"memory.available": "1m"}, nil, 0, 5*time.Minute)
+	p := pod("p", 0, []v1.Container{container("c", nil, nil)}, nil)
+	a, _ := NewEngine(cfg, Filesystems{})
+	a.Step(t0, Input{memSummary("1500Mi", t0, memStats(p, "1Mi")), []*v1.Pod{p}})
+	st := a.State()
+	if len(st.FirstObserved) != 1 || st.FirstObserved[0].Signal != SignalMemoryAvailable || st.FirstObserved[0].GracePeriod != time.Minute ||
+		st.FirstObserved[0].Value == nil || st.FirstObserved[0].Value.String() != "2Gi" || st.FirstObserved[0].Index != nil {
+		t.Fatalf("state not keyed by value: %+v", st.FirstObserved)
+	}
+	reordered := cfg
+	reordered.Thresholds = append([]Threshold(nil), cfg.Thresholds...)
+	for i, j := 0, len(reordered.Thresholds)-1; i < j; i, j = i+1, j-1 {
+		reordered.Thresholds[i], reordered.Thresholds[j] = reordered.Thresholds[j], reordered.Thresholds[i]
+	}
+	b, _ := NewEngine(reordered, Filesystems{})
+	if err := b.Restore(st); err != nil {
+		t.Fatalf("restore into the same thresholds in another order: %v", err)
+	}
+	t1 := t0.Add(61 * time.Second)
+	da := a.Step(t1, Input{memSummary("1500Mi", t1, memStats(p, "1Mi")), []*v1.Pod{p}})
+	db := b.Step(t1, Input{memSummary("1500Mi", t1, memStats(p, "1Mi")), []*v1.Pod{p}})
+	if len(da.Evictions) != 1 || mustJSON(t, da.Evictions) != mustJSON(t, db.Evictions) || mustJSON(t, da.Met) != mustJSON(t, db.Met) {
+		t.Errorf("reordered configuration decides differently:\n%s\n%s", mustJSON(t, da), mustJSON(t, db))
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -465,8 +466,7 @@ func TestThresholdsMet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := engineWith(tc.th)
-			got := len(e.thresholdsMet([]int{0}, tc.obs, tc.minReclaim)) == 1
+			got := len(thresholdsMet([]Threshold{tc.th}, tc.obs, tc.minReclaim)) == 1
 			if got != tc.want {
 				t.Errorf("met = %v, want %v", got, tc.want)
 			}
@@ -490,11 +490,14 @@ func TestSortByEvictionPriority(t *testing.T) {
 		{[]int{2, 1}, []Signal{SignalMemoryAvailable, SignalPIDAvailable}},
 	}
 	for _, tc := range cases {
-		idx := append([]int(nil), tc.in...)
-		sort.Sort(byEvictionPriority{idx: idx, th: list})
+		var in []Threshold
+		for _, i := range tc.in {
+			in = append(in, list[i])
+		}
+		sort.Sort(byEvictionPriority(in))
 		var got []Signal
-		for _, i := range idx {
-			got = append(got, list[i].Signal)
+		for _, t := range in {
+			got = append(got, t.Signal)
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("order of %v = %v, want %v", tc.in, got, tc.want)
@@ -617,6 +620,35 @@ func TestRanking(t *testing.T) {
 			t.Errorf("got %v want %v", got, want)
 		}
 	})
+	// TestOrderedByMemory: usage minus request, 700, 500, 300, 200, -200, -800 Mi.
+	t.Run("memory: usage minus request (kubelet's TestOrderedByMemory)", func(t *testing.T) {
+		mk := func(name, req, lim, ws string) (*v1.Pod, statsv1alpha1.PodStats) {
+			p := pod(name, def, []v1.Container{container(name, resources("", req, ""), resources("", lim, ""))}, nil)
+			return p, memStats(p, ws)
+		}
+		p1, s1 := mk("best-effort-high", "", "", "500Mi")
+		p2, s2 := mk("best-effort-low", "", "", "300Mi")
+		p3, s3 := mk("burstable-high", "100Mi", "1Gi", "800Mi")
+		p4, s4 := mk("burstable-low", "100Mi", "1Gi", "300Mi")
+		p5, s5 := mk("guaranteed-high", "1Gi", "1Gi", "800Mi")
+		p6, s6 := mk("guaranteed-low", "1Gi", "1Gi", "200Mi")
+		got := names(rankTest([]*v1.Pod{p1, p2, p3, p4, p5, p6}, index(s1, s2, s3, s4, s5, s6), SignalMemoryAvailable))
+		want := []string{"burstable-high", "best-effort-high", "best-effort-low", "burstable-low", "guaranteed-high", "guaranteed-low"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v want %v", got, want)
+		}
+	})
+	// TestOrderedByPriority: lowest priority first when nothing else differs.
+	t.Run("priority (kubelet's TestOrderedByPriority)", func(t *testing.T) {
+		lowP := pod("low-priority", -134, []v1.Container{container("low-priority", nil, nil)}, nil)
+		medium := pod("medium-priority", 1, []v1.Container{container("medium-priority", resources("100m", "100Mi", ""), resources("200m", "200Mi", ""))}, nil)
+		highP := pod("high-priority", 12534, []v1.Container{container("high-priority", resources("200m", "200Mi", ""), resources("200m", "200Mi", ""))}, nil)
+		stats := index(memStats(lowP, "0"), memStats(medium, "0"), memStats(highP, "0"))
+		got := names(rankTest([]*v1.Pod{highP, medium, lowP}, stats, SignalMemoryAvailable))
+		if want := []string{"low-priority", "medium-priority", "high-priority"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v want %v", got, want)
+		}
+	})
 }
 
 func TestRequestQuantity(t *testing.T) {
@@ -669,5 +701,506 @@ func TestIsCriticalPod(t *testing.T) {
 		if got := IsCriticalPod(tc.pod); got != tc.want {
 			t.Errorf("%s: IsCriticalPod = %v", tc.name, got)
 		}
+	}
+}
+
+// --- Ports of the kubelet's helpers_test.go (v1.37.2) that test the phases
+// of synchronize, one function each, with the kubelet's cases.
+
+func TestGetReclaimableThreshold(t *testing.T) {
+	th := func(s Signal, v, reclaim string) Threshold {
+		return Threshold{Signal: s, Operator: OpLessThan, Value: ThresholdValue{Quantity: q(v)}, MinReclaim: &ThresholdValue{Quantity: q(reclaim)}}
+	}
+	cases := []struct {
+		name       string
+		thresholds []Threshold
+		signal     Signal
+		resource   v1.ResourceName
+		found      bool
+	}{
+		{"", []Threshold{th(SignalAllocatableMemoryAvailable, "150Mi", "0"), th(SignalMemoryAvailable, "150Mi", "0"),
+			th(SignalImageFsAvailable, "150Mi", "2Gi"), th(SignalNodeFsAvailable, "100Mi", "1Gi"), th(SignalContainerFsAvailable, "100Mi", "1Gi")},
+			SignalMemoryAvailable, v1.ResourceMemory, true},
+		{"no thresholds", []Threshold{}, "", "", false},
+		{"threshold was crossed but reclaim not implemented (invalid signal)", []Threshold{{Signal: "mem.available"}}, "", "", false},
+	}
+	for _, tc := range cases {
+		sort.Sort(byEvictionPriority(tc.thresholds))
+		got, res, found := getReclaimableThreshold(tc.thresholds)
+		if found != tc.found || res != tc.resource || got.Signal != tc.signal {
+			t.Errorf("%q: got %s %q %v, want %s %q %v", tc.name, got.Signal, res, found, tc.signal, tc.resource, tc.found)
+		}
+		if found && (got.Operator != OpLessThan || got.Value.Quantity.String() != "150Mi" || got.GracePeriod != 0) {
+			t.Errorf("%q: got %v, want memory.available<150Mi", tc.name, got)
+		}
+	}
+}
+
+func TestThresholdsUpdatedStats(t *testing.T) {
+	updated := Threshold{Signal: SignalMemoryAvailable}
+	at := func(min int) metav1.Time { return metav1.Date(2016, 1, 1, 0, min, 0, 0, time.UTC) }
+	obsAt := func(times ...metav1.Time) *observations {
+		o := &observations{}
+		for _, tm := range times {
+			o.put(Observation{Signal: SignalMemoryAvailable, Time: tm})
+		}
+		return o
+	}
+	cases := map[string]struct {
+		thresholds []Threshold
+		obs, last  *observations
+		want       []Threshold
+	}{
+		"empty":               {nil, &observations{}, &observations{}, nil},
+		"no-time":             {[]Threshold{updated}, obsAt(metav1.Time{}), &observations{}, []Threshold{updated}},
+		"no-last-observation": {[]Threshold{updated}, obsAt(at(0)), &observations{}, []Threshold{updated}},
+		"time-machine":        {[]Threshold{updated}, obsAt(at(0)), obsAt(at(1)), nil},
+		"same-observation":    {[]Threshold{updated}, obsAt(at(0)), obsAt(at(0)), nil},
+		"new-observation":     {[]Threshold{updated}, obsAt(at(1)), obsAt(at(0)), []Threshold{updated}},
+		// evictd: a nil last (the first synchronize) is no last observation
+		"nil-last": {[]Threshold{updated}, obsAt(at(0)), nil, []Threshold{updated}},
+		// the kubelet drops a threshold without an observation
+		"no-observation": {[]Threshold{updated}, &observations{}, obsAt(at(0)), nil},
+	}
+	for name, tc := range cases {
+		got, stale := thresholdsUpdatedStats(tc.thresholds, tc.obs, tc.last)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: updated %v, want %v", name, got, tc.want)
+		}
+		if len(got)+len(stale) != len(tc.thresholds) && name != "no-observation" {
+			t.Errorf("%s: %d updated + %d stale of %d thresholds", name, len(got), len(stale), len(tc.thresholds))
+		}
+	}
+}
+
+func TestPercentageThresholdsMet(t *testing.T) {
+	specific := []Threshold{
+		{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.2}, MinReclaim: &ThresholdValue{Percentage: 0.05}},
+		{Signal: SignalNodeFsAvailable, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.3}},
+	}
+	obs := func(memAvail, memCap, fsAvail, fsCap string) *observations {
+		o := &observations{}
+		o.put(Observation{Signal: SignalMemoryAvailable, Available: *q(memAvail), Capacity: *q(memCap)})
+		if fsAvail != "" {
+			o.put(Observation{Signal: SignalNodeFsAvailable, Available: *q(fsAvail), Capacity: *q(fsCap)})
+		}
+		return o
+	}
+	cases := map[string]struct {
+		minReclaim bool
+		obs        *observations
+		want       []Threshold
+	}{
+		"BothMet":                    {false, obs("100Mi", "1000Mi", "100Gi", "1000Gi"), specific},
+		"NoneMet":                    {false, obs("300Mi", "1000Mi", "400Gi", "1000Gi"), nil},
+		"DiskMet":                    {false, obs("300Mi", "1000Mi", "100Gi", "1000Gi"), specific[1:]},
+		"MemoryMet":                  {false, obs("100Mi", "1000Mi", "400Gi", "1000Gi"), specific[:1]},
+		"MemoryMetWithMinReclaim":    {true, obs("225Mi", "1000Mi", "", ""), specific[:1]},
+		"MemoryNotMetWithMinReclaim": {true, obs("300Mi", "1000Mi", "", ""), nil},
+	}
+	for name, tc := range cases {
+		if got := thresholdsMet(specific, tc.obs, tc.minReclaim); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestThresholdsFirstObservedAt(t *testing.T) {
+	hard := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1Gi")}}
+	now := t0
+	old := now.Add(-time.Minute)
+	// the same threshold parsed again: another Quantity pointer, the same key
+	again := hard
+	again.Value.Quantity = q("1024Mi")
+	cases := map[string]struct {
+		thresholds []Threshold
+		last       []thresholdObservedAt
+		want       []thresholdObservedAt
+	}{
+		"empty":                   {nil, nil, []thresholdObservedAt{}},
+		"no-previous-observation": {[]Threshold{hard}, nil, []thresholdObservedAt{{hard, now}}},
+		"previous-observation":    {[]Threshold{hard}, []thresholdObservedAt{{hard, old}}, []thresholdObservedAt{{hard, old}}},
+		// evictd: keyed by value, as hasThreshold compares, not by identity
+		"previous-observation-equal-value": {[]Threshold{again}, []thresholdObservedAt{{hard, old}}, []thresholdObservedAt{{again, old}}},
+	}
+	for name, tc := range cases {
+		if got := thresholdsFirstObservedAt(tc.thresholds, tc.last, now); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestThresholdsMetGracePeriod(t *testing.T) {
+	now := t0
+	hard := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1Gi")}}
+	soft := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("2Gi")}, GracePeriod: time.Minute}
+	old := now.Add(-2 * time.Minute)
+	cases := map[string]struct {
+		observedAt []thresholdObservedAt
+		want       []Threshold
+	}{
+		"empty":                  {nil, nil},
+		"hard-threshold-met":     {[]thresholdObservedAt{{hard, now}}, []Threshold{hard}},
+		"soft-threshold-not-met": {[]thresholdObservedAt{{soft, now}}, nil},
+		"soft-threshold-met":     {[]thresholdObservedAt{{soft, old}}, []Threshold{soft}},
+		// evictd: the order met is kept (the kubelet's is a map's)
+		"both-in-order": {[]thresholdObservedAt{{soft, old}, {hard, now}}, []Threshold{soft, hard}},
+	}
+	for name, tc := range cases {
+		if got := thresholdsMetGracePeriod(tc.observedAt, now); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestNodeConditions(t *testing.T) {
+	cases := map[string]struct {
+		in   []Threshold
+		want []v1.NodeConditionType
+	}{
+		"empty-list":       {nil, nil},
+		"memory.available": {[]Threshold{{Signal: SignalMemoryAvailable}}, []v1.NodeConditionType{v1.NodeMemoryPressure}},
+		// evictd: each condition once, in the order first raised
+		"several": {[]Threshold{{Signal: SignalNodeFsAvailable}, {Signal: SignalMemoryAvailable}, {Signal: SignalImageFsInodesFree},
+			{Signal: SignalAllocatableMemoryAvailable}, {Signal: SignalPIDAvailable}},
+			[]v1.NodeConditionType{v1.NodeDiskPressure, v1.NodeMemoryPressure, v1.NodePIDPressure}},
+	}
+	for name, tc := range cases {
+		if got := nodeConditions(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestNodeConditionsLastObservedAt(t *testing.T) {
+	now := t0
+	old := now.Add(-time.Minute)
+	type at = map[v1.NodeConditionType]time.Time
+	cases := map[string]struct {
+		conditions []v1.NodeConditionType
+		last, want at
+	}{
+		"no-previous-observation": {[]v1.NodeConditionType{v1.NodeMemoryPressure}, at{}, at{v1.NodeMemoryPressure: now}},
+		"previous-observation":    {[]v1.NodeConditionType{v1.NodeMemoryPressure}, at{v1.NodeMemoryPressure: old}, at{v1.NodeMemoryPressure: now}},
+		"old-observation":         {nil, at{v1.NodeMemoryPressure: old}, at{v1.NodeMemoryPressure: old}},
+	}
+	for name, tc := range cases {
+		if got := nodeConditionsLastObservedAt(tc.conditions, tc.last, now); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestNodeConditionsObservedSince(t *testing.T) {
+	now := t0
+	observed := now.Add(-time.Minute)
+	cases := map[string]struct {
+		observedAt map[v1.NodeConditionType]time.Time
+		period     time.Duration
+		want       []v1.NodeConditionType
+	}{
+		"in-period":     {map[v1.NodeConditionType]time.Time{v1.NodeMemoryPressure: observed}, 2 * time.Minute, []v1.NodeConditionType{v1.NodeMemoryPressure}},
+		"out-of-period": {map[v1.NodeConditionType]time.Time{v1.NodeMemoryPressure: observed}, 30 * time.Second, nil},
+		// evictd: sorted; exactly one period ago is out
+		"sorted": {map[v1.NodeConditionType]time.Time{v1.NodePIDPressure: now, v1.NodeMemoryPressure: now, v1.NodeDiskPressure: observed},
+			2 * time.Minute, []v1.NodeConditionType{v1.NodeDiskPressure, v1.NodeMemoryPressure, v1.NodePIDPressure}},
+		"boundary": {map[v1.NodeConditionType]time.Time{v1.NodeMemoryPressure: observed}, time.Minute, nil},
+	}
+	for name, tc := range cases {
+		if got := nodeConditionsObservedSince(tc.observedAt, tc.period, now); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestHasNodeConditions(t *testing.T) {
+	cases := map[string]struct {
+		in   []v1.NodeConditionType
+		item v1.NodeConditionType
+		want bool
+	}{
+		"has-condition":           {[]v1.NodeConditionType{v1.NodeReady, v1.NodeDiskPressure, v1.NodeMemoryPressure}, v1.NodeMemoryPressure, true},
+		"does-not-have-condition": {[]v1.NodeConditionType{v1.NodeReady, v1.NodeDiskPressure}, v1.NodeMemoryPressure, false},
+	}
+	for name, tc := range cases {
+		if got := hasNodeCondition(tc.in, tc.item); got != tc.want {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestMergeThresholds: the kubelet's mergeThresholds keeps a and appends
+// what of b is not in a by hasThreshold (value, not identity; min reclaim
+// ignored).
+func TestMergeThresholds(t *testing.T) {
+	a := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1Gi")}}
+	aAgain := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1024Mi")}, MinReclaim: &ThresholdValue{Quantity: q("1Mi")}}
+	soft := a
+	soft.GracePeriod = time.Minute
+	b := Threshold{Signal: SignalNodeFsAvailable, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.1}}
+	got := mergeThresholds([]Threshold{a}, []Threshold{aAgain, b, soft})
+	if want := []Threshold{a, b, soft}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestPodQOS ports the kubelet's TestComputePodQOS
+// (pkg/apis/core/v1/helper/qos/qos_test.go, v1.37.2): container cases,
+// init-container variants, an ephemeral container, pod-level resources with
+// the PodLevelResources and PodLevelResourcesFixKubeletQOSClass gates, and
+// GetPodQOS's preference for status.qosClass.
+func TestPodQOS(t *testing.T) {
+	type tcase struct {
+		pod      *v1.Pod
+		want     v1.PodQOSClass
+		plr, fix bool
+	}
+	rl := func(cpu, mem string) v1.ResourceList { return resources(cpu, mem, "") }
+	newPod := func(name string, cs ...v1.ResourceRequirements) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		for _, r := range cs {
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Resources: r})
+		}
+		return p
+	}
+	guaranteed := v1.ResourceRequirements{ // ephemeral storage does not count
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("100Mi"),
+			v1.ResourceEphemeralStorage: resource.MustParse("10Gi")},
+		Limits: rl("100m", "100Mi"),
+	}
+	bestEffort := []v1.ResourceRequirements{
+		{},
+		{Requests: rl("0", "0")},
+		{Requests: rl("0", "0"), Limits: rl("0", "0")},
+		{Requests: v1.ResourceList{v1.ResourceCPU: resource.Quantity{}, v1.ResourceMemory: resource.Quantity{}}},
+		{Requests: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Gi")}},
+		{Requests: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Gi")}, Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Gi")}},
+	}
+	burstable := []v1.ResourceRequirements{
+		{Requests: rl("100m", "100Mi"), Limits: rl("200m", "200Mi")},
+		{Requests: rl("100m", "100Mi"), Limits: rl("100m", "200Mi")},
+		{Requests: rl("100m", "100Mi"), Limits: rl("200m", "100Mi")},
+		{Requests: rl("100m", "100Mi")},
+		{Requests: rl("100m", "100Mi"), Limits: rl("100m", "")},
+	}
+	single := []tcase{{pod: newPod("guaranteed", guaranteed), want: v1.PodQOSGuaranteed}}
+	for i, r := range bestEffort {
+		single = append(single, tcase{pod: newPod(fmt.Sprintf("best-effort-%d", i), r), want: v1.PodQOSBestEffort})
+	}
+	for i, r := range burstable {
+		single = append(single, tcase{pod: newPod(fmt.Sprintf("burstable-%d", i), r), want: v1.PodQOSBurstable})
+	}
+	containerTests := append([]tcase(nil), single...)
+	second := []tcase{
+		{pod: newPod("2c-guaranteed", guaranteed, guaranteed), want: v1.PodQOSGuaranteed},
+		{pod: newPod("2c-best-effort", bestEffort[0], bestEffort[1]), want: v1.PodQOSBestEffort},
+		{pod: newPod("2c-burstable", burstable[0], burstable[1]), want: v1.PodQOSBurstable},
+	}
+	for i, r1 := range []v1.ResourceRequirements{guaranteed, bestEffort[0], burstable[0]} {
+		for j, r2 := range []v1.ResourceRequirements{guaranteed, bestEffort[1], burstable[1]} {
+			if i != j {
+				second = append(second, tcase{pod: newPod(fmt.Sprintf("2c-mixed-burstable-%d-%d", i, j), r1, r2), want: v1.PodQOSBurstable})
+			}
+		}
+	}
+	containerTests = append(containerTests, second...)
+	for _, tc := range second { // the second container as an init container: the same class
+		p := tc.pod.DeepCopy()
+		p.Name += "-init"
+		p.Spec.InitContainers = p.Spec.Containers[1:]
+		p.Spec.Containers = p.Spec.Containers[:1]
+		containerTests = append(containerTests, tcase{pod: p, want: tc.want})
+	}
+	ec := newPod("guaranteed-ephemeral", guaranteed)
+	ec.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "ec"}}}
+	containerTests = append(containerTests, tcase{pod: ec, want: v1.PodQOSGuaranteed})
+
+	tests := append([]tcase(nil), containerTests...)
+	for _, tc := range containerTests { // the gates on, no pod-level resources
+		p := tc.pod.DeepCopy()
+		p.Name += "-plr"
+		tests = append(tests, tcase{pod: p, want: tc.want, plr: true, fix: true})
+	}
+	for _, tc := range single {
+		// PLR on: the pod-level resources decide, over guaranteed containers
+		p := tc.pod.DeepCopy()
+		p.Name = "pod-" + p.Name + "-plr"
+		p.Spec.Resources = p.Spec.Containers[0].Resources.DeepCopy()
+		p.Spec.Containers[0].Resources = guaranteed
+		want := tc.want
+		if !resourcehelper.IsPodLevelResourcesSet(p) {
+			want = v1.PodQOSGuaranteed
+			p.Name += "-fallback"
+		}
+		tests = append(tests, tcase{pod: p, want: want, plr: true, fix: true})
+		// PLR off: pod-level resources are ignored
+		p = tc.pod.DeepCopy()
+		p.Name += "-pod-no-plr"
+		g := guaranteed
+		p.Spec.Resources = &g
+		tests = append(tests, tcase{pod: p, want: tc.want})
+	}
+	withPodResources := func(name string, r *v1.ResourceRequirements) *v1.Pod {
+		p := newPod(name, v1.ResourceRequirements{Requests: rl("100m", "100Mi"), Limits: rl("100m", "100Mi")})
+		p.Spec.Resources = r
+		return p
+	}
+	hp := v1.ResourceName("hugepages-2Mi")
+	tests = append(tests,
+		tcase{withPodResources("empty-pod-level-resources-should-fallback-to-containers",
+			&v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}), v1.PodQOSGuaranteed, true, true},
+		tcase{withPodResources("completely-empty-pod-level-resources-should-fallback-to-containers", &v1.ResourceRequirements{}), v1.PodQOSGuaranteed, true, true},
+		tcase{withPodResources("completely-empty-pod-level-resources-old-behavior", &v1.ResourceRequirements{}), v1.PodQOSBestEffort, true, false},
+		tcase{withPodResources("nil-pod-level-resources-should-fallback-to-containers", nil), v1.PodQOSGuaranteed, true, true},
+		tcase{withPodResources("zero-pod-level-resources-should-not-fallback-to-containers",
+			&v1.ResourceRequirements{Requests: rl("0", "0"), Limits: rl("0", "0")}), v1.PodQOSBestEffort, true, true},
+		tcase{withPodResources("zero-pod-level-resources-should-not-fallback-to-containers-fix-disabled",
+			&v1.ResourceRequirements{Requests: rl("0", "0"), Limits: rl("0", "0")}), v1.PodQOSBestEffort, true, false},
+		tcase{withPodResources("empty-pod-level-resources-old-behavior",
+			&v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}), v1.PodQOSBestEffort, true, false},
+		tcase{withPodResources("guaranteed-with-pod-level-resources-and-hugepages", &v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m"), v1.ResourceMemory: resource.MustParse("100Mi"), hp: resource.MustParse("100Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m"), v1.ResourceMemory: resource.MustParse("100Mi"), hp: resource.MustParse("100Mi")},
+		}), v1.PodQOSGuaranteed, true, true},
+		tcase{func() *v1.Pod {
+			p := newPod("burstable-with-pod-level-resources-and-hugepages", v1.ResourceRequirements{})
+			p.Spec.Resources = &v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m"), hp: resource.MustParse("100Mi")},
+				Limits:   v1.ResourceList{hp: resource.MustParse("100Mi")},
+			}
+			return p
+		}(), v1.PodQOSBurstable, true, true},
+	)
+	for _, tc := range tests {
+		t.Run(tc.pod.Name, func(t *testing.T) {
+			gates := FeatureGates{PodLevelResources: tc.plr, PodLevelResourcesFixKubeletQOSClass: tc.fix}
+			if got := PodQOS(tc.pod, gates); got != tc.want {
+				t.Errorf("PodQOS = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	// GetPodQOS: a pod's status.qosClass, once set, wins over its spec.
+	p := newPod("status-wins", guaranteed)
+	p.Status.QOSClass = v1.PodQOSBestEffort
+	if got := PodQOS(p, DefaultFeatureGates()); got != v1.PodQOSBestEffort {
+		t.Errorf("status.qosClass BestEffort: PodQOS = %s", got)
+	}
+	if len(tests) < 60 {
+		t.Fatalf("only %d cases: the table lost its generated cases", len(tests))
+	}
+}
+
+// TestEvictionMessage ports the kubelet's TestEvictionMessage: which
+// containers the memory message names (init containers that still run,
+// sidecars, regular containers; never ephemeral ones), with their requests,
+// and the pod part with pod-level resources.
+func TestEvictionMessage(t *testing.T) {
+	type stat struct{ name, usage string }
+	type exceeded struct{ name, request, usage string }
+	mkc := func(name, req string) v1.Container { return container(name, resources("", req, ""), nil) }
+	sidecar := func(name, req string) v1.Container {
+		c := mkc(name, req)
+		always := v1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+		return c
+	}
+	const podName = "pod-eviction-message"
+	cases := []struct {
+		name          string
+		podResources  v1.ResourceRequirements
+		init, regular []v1.Container
+		ephemeral     []v1.EphemeralContainer
+		podMemory     string
+		stats         []stat
+		want          []exceeded
+		annotations   map[string]string
+		podLevel      bool
+	}{
+		{name: "No container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats: []stat{{"restartable-init1", "150Mi"}, {"regular1", "100Mi"}}},
+		{name: "Init container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi"), mkc("init2", "150Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats: []stat{{"init1", "150Mi"}}, want: []exceeded{{"init1", "100Mi", "150Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "init1", OffendingContainersUsageKey: "150Mi"}},
+		{name: "Restartable init container exceeds memory usage",
+			init:    []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi"), sidecar("restartable-init2", "200Mi")},
+			regular: []v1.Container{mkc("regular1", "200Mi")},
+			stats:   []stat{{"restartable-init1", "250Mi"}, {"restartable-init2", "150Mi"}, {"regular1", "200Mi"}},
+			want:    []exceeded{{"restartable-init1", "200Mi", "250Mi"}}, annotations: map[string]string{OffendingContainersKey: "restartable-init1", OffendingContainersUsageKey: "250Mi"}},
+		{name: "Regular container exceeds memory usage",
+			init:    []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")},
+			regular: []v1.Container{mkc("regular1", "200Mi"), mkc("regular2", "300Mi")},
+			stats:   []stat{{"restartable-init1", "200Mi"}, {"regular1", "250Mi"}, {"regular2", "250Mi"}},
+			want:    []exceeded{{"regular1", "200Mi", "250Mi"}}, annotations: map[string]string{OffendingContainersKey: "regular1", OffendingContainersUsageKey: "250Mi"}},
+		{name: "Ephemeral container exceeds memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", "200Mi")}, regular: []v1.Container{mkc("regular1", "200Mi")},
+			ephemeral: []v1.EphemeralContainer{{TargetContainerName: "regular1", EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "ephemeral1"}}},
+			stats:     []stat{{"restartable-init1", "200Mi"}, {"regular1", "150Mi"}, {"ephemeral1", "250Mi"}}},
+		{name: "Both regular and restartable init containers exceed memory usage due to missing memory requests",
+			init:        []v1.Container{mkc("init1", "100Mi"), sidecar("restartable-init1", ""), sidecar("restartable-init2", "300Mi")},
+			regular:     []v1.Container{mkc("regular1", "")},
+			stats:       []stat{{"restartable-init1", "250Mi"}, {"restartable-init2", "250Mi"}, {"regular1", "200Mi"}},
+			want:        []exceeded{{"restartable-init1", "0", "250Mi"}, {"regular1", "0", "200Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "restartable-init1,regular1", OffendingContainersUsageKey: "250Mi,200Mi"}},
+		{name: "Multiple regular and restartable init containers exceed memory usage",
+			init: []v1.Container{mkc("init1", "100Mi"), mkc("init2", "100Mi"), mkc("init3", "100Mi"),
+				sidecar("restartable-init1", "100Mi"), sidecar("restartable-init2", "200Mi"), sidecar("restartable-init3", "300Mi")},
+			regular: []v1.Container{mkc("regular1", "300Mi"), mkc("regular2", "200Mi"), mkc("regular3", "100Mi")},
+			stats: []stat{{"restartable-init1", "150Mi"}, {"restartable-init2", "250Mi"}, {"restartable-init3", "250Mi"},
+				{"regular1", "50Mi"}, {"regular2", "250Mi"}, {"regular3", "400Mi"}},
+			want: []exceeded{{"restartable-init1", "100Mi", "150Mi"}, {"restartable-init2", "200Mi", "250Mi"}, {"regular2", "200Mi", "250Mi"}, {"regular3", "100Mi", "400Mi"}},
+			annotations: map[string]string{OffendingContainersKey: "restartable-init1,restartable-init2,regular2,regular3",
+				OffendingContainersUsageKey: "150Mi,250Mi,250Mi,400Mi"}},
+		{name: "Regular pod with pod level resources exceeds memory usage",
+			podResources: v1.ResourceRequirements{Requests: resources("", "250Mi", ""), Limits: resources("", "1000Mi", "")},
+			podMemory:    "600Mi", regular: []v1.Container{mkc("regular1", ""), mkc("regular2", "")},
+			stats: []stat{{"regular1", "250Mi"}, {"regular2", "350Mi"}},
+			want:  []exceeded{{"regular1", "0", "250Mi"}, {"regular2", "0", "350Mi"}},
+			annotations: map[string]string{OffendingPodKey: podName, OffendingPodUsageKey: "600Mi",
+				OffendingContainersKey: "regular1,regular2", OffendingContainersUsageKey: "250Mi,350Mi"},
+			podLevel: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod(podName, 1, tc.regular, nil)
+			p.Spec.InitContainers = tc.init
+			p.Spec.Resources = &tc.podResources
+			p.Spec.EphemeralContainers = tc.ephemeral
+			podMem := "1Mi"
+			if tc.podLevel {
+				podMem = tc.podMemory
+			}
+			ps := memStats(p, podMem)
+			// as the kubelet's test: len(stats) empty entries, then the stats
+			ps.Containers = make([]statsv1alpha1.ContainerStats, len(tc.stats))
+			for _, s := range tc.stats {
+				ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{Name: s.name, Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: u64(s.usage)}})
+			}
+			gates := DefaultFeatureGates()
+			gates.PodLevelResources = tc.podLevel
+			msg, ann := evictionMessage(v1.ResourceMemory, p, &ps, true, nil, &observations{}, gates)
+			want := fmt.Sprintf(nodeLowMessageFmt, v1.ResourceMemory)
+			keys := []string{OffendingContainersKey, OffendingContainersUsageKey}
+			if tc.podLevel {
+				want += fmt.Sprintf(podMessageFmt, p.Name, tc.podMemory, tc.podResources.Requests.Memory(), v1.ResourceMemory)
+				keys = append(keys, OffendingPodKey, OffendingPodUsageKey)
+			}
+			for _, c := range tc.want {
+				want += fmt.Sprintf(containerMessageFmt, c.name, c.usage, c.request, v1.ResourceMemory)
+			}
+			if msg != want {
+				t.Errorf("message\n got %q\nwant %q", msg, want)
+			}
+			for _, k := range keys {
+				v, ok := ann[k]
+				if !ok {
+					t.Errorf("annotation %s missing", k)
+				}
+				if v != tc.annotations[k] {
+					t.Errorf("annotation %s = %q, want %q", k, v, tc.annotations[k])
+				}
+			}
+		})
 	}
 }

@@ -1,10 +1,8 @@
 package policy
 
 import (
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // Annotations and constants of pkg/kubelet/types that make a pod critical.
@@ -94,11 +92,34 @@ func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
 	return qos
 }
 
-func toleratesMemoryPressure(pod *v1.Pod, gates FeatureGates) bool {
-	return corev1helpers.TolerationsTolerateTaint(logr.Discard(), pod.Spec.Tolerations, &v1.Taint{
-		Key:    v1.TaintNodeMemoryPressure,
-		Effect: v1.TaintEffectNoSchedule,
-	}, gates.TaintTolerationComparisonOperators)
+// toleratesMemoryPressure is the kubelet's check in admission,
+// TolerationsTolerateTaint(tolerations, node.kubernetes.io/memory-pressure
+// :NoSchedule), written out because component-helpers takes a logger and the
+// core imports no logging package. It is v1.Toleration.ToleratesTaint for
+// that one taint, whose value is empty: an Lt or Gt toleration compares the
+// taint's value as an integer, "" is none, so it never matches, with the
+// TaintTolerationComparisonOperators gate on or off (the kubelet only logs
+// the parse error). TestToleratesMemoryPressureMatchesComponentHelpers keeps
+// it equal to the library.
+func toleratesMemoryPressure(pod *v1.Pod, _ FeatureGates) bool {
+	for i := range pod.Spec.Tolerations {
+		t := &pod.Spec.Tolerations[i]
+		if t.Effect != "" && t.Effect != v1.TaintEffectNoSchedule {
+			continue
+		}
+		if t.Key != "" && t.Key != v1.TaintNodeMemoryPressure {
+			continue
+		}
+		switch t.Operator {
+		case "", v1.TolerationOpEqual:
+			if t.Value == "" {
+				return true
+			}
+		case v1.TolerationOpExists:
+			return true
+		}
+	}
+	return false
 }
 
 func isRestartableInitContainer(c *v1.Container) bool {

@@ -10,9 +10,10 @@ import (
 
 // State is the engine's memory between synchronizes, explicit and
 // JSON-serialisable so the agent can persist it and explain can show it.
-// Thresholds are referred to by their index in the engine's effective
-// threshold list; Threshold repeats the threshold as text so that Restore can
-// refuse a state taken with another configuration.
+// Thresholds are keyed as the kubelet keys them, by value (signal, operator,
+// value, grace period), so a state still fits a configuration whose
+// thresholds were reordered, and Restore refuses one that names a threshold
+// the configuration does not have.
 type State struct {
 	// Synced: the first synchronize ran (the kubelet detected the layout and
 	// derived the containerfs thresholds).
@@ -33,16 +34,33 @@ type State struct {
 	LastObservations []Observation `json:"lastObservations"`
 }
 
-// ThresholdRef identifies a threshold of the engine's effective list.
+// ThresholdRef names a threshold of the engine's effective list by the
+// kubelet's key: signal, operator, value and grace period. Threshold is the
+// threshold as text, for people.
+//
+// Migration: state files written before thresholds were keyed by value hold
+// only "index" and "threshold" (the text). Restore reads such an entry by
+// its text, which must equal exactly one effective threshold's String(); the
+// index is ignored. An entry that matches none is an error, as before.
 type ThresholdRef struct {
-	Index     int    `json:"index"`
-	Threshold string `json:"threshold"`
+	Signal      Signal            `json:"signal,omitempty"`
+	Operator    ThresholdOperator `json:"operator,omitempty"`
+	Value       *ThresholdValue   `json:"value,omitempty"`
+	GracePeriod time.Duration     `json:"gracePeriod,omitempty"`
+	Threshold   string            `json:"threshold"`
+	// Index is read from old state files only (see Migration above).
+	Index *int `json:"index,omitempty"`
 }
 
 // ThresholdTime is a threshold with a time.
 type ThresholdTime struct {
 	ThresholdRef
 	At time.Time `json:"at"`
+}
+
+func refOfThreshold(t Threshold) ThresholdRef {
+	v := t.Value
+	return ThresholdRef{Signal: t.Signal, Operator: t.Operator, Value: &v, GracePeriod: t.GracePeriod, Threshold: t.String()}
 }
 
 // State returns a copy of the engine's state.
@@ -59,12 +77,11 @@ func (e *Engine) State() State {
 	if s.NodeConditions == nil {
 		s.NodeConditions = []v1.NodeConditionType{}
 	}
-	for i, at := range e.firstObserved {
-		s.FirstObserved = append(s.FirstObserved, ThresholdTime{ThresholdRef{i, e.thresholds[i].String()}, at})
+	for _, fo := range e.firstObserved {
+		s.FirstObserved = append(s.FirstObserved, ThresholdTime{refOfThreshold(fo.threshold), fo.at})
 	}
-	sort.Slice(s.FirstObserved, func(a, b int) bool { return s.FirstObserved[a].Index < s.FirstObserved[b].Index })
-	for _, i := range e.met {
-		s.Met = append(s.Met, ThresholdRef{i, e.thresholds[i].String()})
+	for _, t := range e.met {
+		s.Met = append(s.Met, refOfThreshold(t))
 	}
 	for c, at := range e.condLast {
 		s.ConditionsLastObserved[c] = at
@@ -75,47 +92,67 @@ func (e *Engine) State() State {
 	return s
 }
 
+// resolve finds the effective threshold r names: by key, or, for an entry
+// of an old state file (no signal), by its text.
+func (r ThresholdRef) resolve(th []Threshold) (Threshold, error) {
+	if r.Signal == "" {
+		var found []Threshold
+		for _, t := range th {
+			if t.String() == r.Threshold {
+				found = append(found, t)
+			}
+		}
+		switch len(found) {
+		case 1:
+			return found[0], nil
+		case 0:
+			return Threshold{}, fmt.Errorf("restore: threshold %q of the state is not in this configuration", r.Threshold)
+		}
+		return Threshold{}, fmt.Errorf("restore: threshold %q of the state matches %d thresholds of this configuration", r.Threshold, len(found))
+	}
+	if r.Value == nil {
+		return Threshold{}, fmt.Errorf("restore: threshold %q of the state has no value", r.Threshold)
+	}
+	want := Threshold{Signal: r.Signal, Operator: r.Operator, Value: *r.Value, GracePeriod: r.GracePeriod}
+	for _, t := range th {
+		if sameThreshold(t, want) {
+			return t, nil
+		}
+	}
+	return Threshold{}, fmt.Errorf("restore: threshold %s of the state is not in this configuration", want)
+}
+
 // Restore replaces the engine's state with s, taken from an engine with the
-// same configuration and layout. On error the engine is unchanged.
+// same thresholds (in any order) and layout. On error the engine is unchanged.
 func (e *Engine) Restore(s State) error {
 	th := e.base
 	if s.Synced && !s.SplitFsWithoutGate {
 		th, _ = updateContainerFsThresholds(e.base, e.fs.DedicatedImageFs, e.fs.SplitContainerFs)
 	}
-	check := func(r ThresholdRef) error {
-		if r.Index < 0 || r.Index >= len(th) {
-			return fmt.Errorf("restore: threshold index %d out of range (config has %d thresholds)", r.Index, len(th))
-		}
-		if got := th[r.Index].String(); got != r.Threshold {
-			return fmt.Errorf("restore: threshold %d is %q in this configuration, %q in the state", r.Index, got, r.Threshold)
-		}
-		return nil
-	}
-	first := make(map[int]time.Time, len(s.FirstObserved))
+	first := make([]thresholdObservedAt, 0, len(s.FirstObserved))
 	for _, ft := range s.FirstObserved {
-		if err := check(ft.ThresholdRef); err != nil {
+		t, err := ft.resolve(th)
+		if err != nil {
 			return err
 		}
-		first[ft.Index] = ft.At
+		first = append(first, thresholdObservedAt{t, ft.At})
 	}
-	met := make([]int, 0, len(s.Met))
+	met := make([]Threshold, 0, len(s.Met))
 	for _, r := range s.Met {
-		if err := check(r); err != nil {
+		t, err := r.resolve(th)
+		if err != nil {
 			return err
 		}
-		met = append(met, r.Index)
+		met = append(met, t)
 	}
 	var last *observations
-	if s.LastObservations != nil && (len(s.LastObservations) > 0 || s.Synced) {
+	if len(s.LastObservations) > 0 {
 		last = &observations{}
 		for _, o := range s.LastObservations {
 			if !ValidSignal(o.Signal) {
-				return fmt.Errorf("restore: observation of unsupported eviction signal %v", o.Signal)
+				return fmt.Errorf("restore: observation of %w", unsupportedSignal(o.Signal))
 			}
 			last.put(o)
-		}
-		if len(s.LastObservations) == 0 {
-			last = nil
 		}
 	}
 	condLast := make(map[v1.NodeConditionType]time.Time, len(s.ConditionsLastObserved))

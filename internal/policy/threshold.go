@@ -242,7 +242,7 @@ func parseThresholdConfig(allocatableConfig []string, evictionHard map[string]st
 	for i := range soft {
 		period, ok := grace[soft[i].Signal]
 		if !ok {
-			return nil, fmt.Errorf("grace period must be specified for the soft eviction threshold %v", soft[i].Signal)
+			return nil, newError(ErrMissingGracePeriod, string(soft[i].Signal), fmt.Sprintf("grace period must be specified for the soft eviction threshold %v", soft[i].Signal))
 		}
 		soft[i].GracePeriod = period
 	}
@@ -282,7 +282,7 @@ func addAllocatableThresholds(thresholds []Threshold) []Threshold {
 // reaches the kubelet as JSON with sorted keys (YAML is converted through
 // sigs.k8s.io/yaml, which sorts), so sorted order is also the kubelet's most
 // likely order — and it makes the first error reported deterministic.
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -315,7 +315,7 @@ func parseThresholdStatementsInOrder(statements map[string]string, keys []string
 
 func parseThresholdStatement(signal Signal, val string) (*Threshold, error) {
 	if !ValidSignal(signal) {
-		return nil, fmt.Errorf("unsupported eviction signal %v", signal)
+		return nil, unsupportedSignal(signal)
 	}
 	if strings.HasSuffix(val, "%") {
 		// the kubelet silently ignores exactly "0%" and "100%"
@@ -324,24 +324,28 @@ func parseThresholdStatement(signal Signal, val string) (*Threshold, error) {
 		}
 		p, err := parsePercentage(val)
 		if err != nil {
-			return nil, err
+			return nil, wrapError(ErrBadValue, string(signal), err)
 		}
 		if p < 0 {
-			return nil, fmt.Errorf("eviction percentage threshold %v must be >= 0%%: %s", signal, val)
+			return nil, newError(ErrPercentageOutOfRange, string(signal), fmt.Sprintf("eviction percentage threshold %v must be >= 0%%: %s", signal, val))
 		}
 		if p > 1 {
-			return nil, fmt.Errorf("eviction percentage threshold %v must be <= 100%%: %s", signal, val)
+			return nil, newError(ErrPercentageOutOfRange, string(signal), fmt.Sprintf("eviction percentage threshold %v must be <= 100%%: %s", signal, val))
 		}
 		return &Threshold{Signal: signal, Operator: OpLessThan, Value: ThresholdValue{Percentage: p}}, nil
 	}
 	q, err := resource.ParseQuantity(val)
 	if err != nil {
-		return nil, err
+		return nil, wrapError(ErrBadValue, string(signal), err)
 	}
 	if q.Sign() < 0 || q.IsZero() {
-		return nil, fmt.Errorf("eviction threshold %v must be positive: %s", signal, &q)
+		return nil, newError(ErrThresholdNotPositive, string(signal), fmt.Sprintf("eviction threshold %v must be positive: %s", signal, &q))
 	}
 	return &Threshold{Signal: signal, Operator: OpLessThan, Value: ThresholdValue{Quantity: &q}}, nil
+}
+
+func unsupportedSignal(s Signal) *Error {
+	return newError(ErrUnsupportedSignal, string(s), fmt.Sprintf("unsupported eviction signal %v", s))
 }
 
 // ParsePercentage parses "10.5%" into 0.105 (float32), as the kubelet does:
@@ -365,14 +369,14 @@ func parseGracePeriods(statements map[string]string) (map[Signal]time.Duration, 
 		val := statements[key]
 		signal := Signal(key)
 		if !ValidSignal(signal) {
-			return nil, fmt.Errorf("unsupported eviction signal %v", signal)
+			return nil, unsupportedSignal(signal)
 		}
 		d, err := time.ParseDuration(val)
 		if err != nil {
-			return nil, err
+			return nil, wrapError(ErrBadDuration, key, err)
 		}
 		if d < 0 {
-			return nil, fmt.Errorf("invalid eviction grace period specified: %v, must be a positive value", val)
+			return nil, newError(ErrNegativeGracePeriod, key, fmt.Sprintf("invalid eviction grace period specified: %v, must be a positive value", val))
 		}
 		results[signal] = d
 	}
@@ -388,25 +392,25 @@ func parseMinimumReclaims(statements map[string]string) (map[Signal]ThresholdVal
 		val := statements[key]
 		signal := Signal(key)
 		if !ValidSignal(signal) {
-			return nil, fmt.Errorf("unsupported eviction signal %v", signal)
+			return nil, unsupportedSignal(signal)
 		}
 		if strings.HasSuffix(val, "%") {
 			p, err := parsePercentage(val)
 			if err != nil {
-				return nil, err
+				return nil, wrapError(ErrBadValue, key, err)
 			}
 			if p <= 0 {
-				return nil, fmt.Errorf("eviction percentage minimum reclaim %v must be positive: %s", signal, val)
+				return nil, newError(ErrMinReclaimNotPositive, key, fmt.Sprintf("eviction percentage minimum reclaim %v must be positive: %s", signal, val))
 			}
 			results[signal] = ThresholdValue{Percentage: p}
 			continue
 		}
 		q, err := resource.ParseQuantity(val)
 		if err != nil {
-			return nil, err
+			return nil, wrapError(ErrBadValue, key, err)
 		}
 		if q.Sign() < 0 {
-			return nil, fmt.Errorf("negative eviction minimum reclaim specified for %v", signal)
+			return nil, newError(ErrNegativeMinReclaim, key, fmt.Sprintf("negative eviction minimum reclaim specified for %v", signal))
 		}
 		results[signal] = ThresholdValue{Quantity: &q}
 	}

@@ -55,16 +55,36 @@ func RunHogIfChild() {
 	os.Exit(0)
 }
 
+// EnvRequireReal, set to "1", says the real-cgroup tier must run here: a
+// test that cannot (not root, no v1 memory controller, a kernel feature
+// missing) fails instead of skipping. The unit tier sets it in CI
+// (scripts/test.sh), whose machine is root with the v1 memory controller, so
+// that a tier where every real test skipped cannot pass. It has no effect in
+// the cgroup v2 VM, where v1 tests skip by design.
+const EnvRequireReal = "EVICTD_REQUIRE_REAL_CGROUP"
+
+// NeedReal states that a real-cgroup test needs something: when ok is false
+// the test skips with the reason, or fails when EnvRequireReal is set.
+func NeedReal(t testing.TB, ok bool, format string, args ...any) {
+	t.Helper()
+	if ok {
+		return
+	}
+	why := fmt.Sprintf(format, args...)
+	if os.Getenv(EnvRequireReal) == "1" && os.Getenv(EnvInVM) != "1" {
+		t.Fatalf("%s=1 requires the real-cgroup tests to run, but this one needs %s", EnvRequireReal, why)
+	}
+	t.Skipf("needs %s (real cgroup v1 tier)", why)
+}
+
 // RequireV1Memory skips the test unless it runs as root with a writable v1 memory
 // controller at V1Memory: the real-cgroup tier runs on our machines as root.
+// With EnvRequireReal set it fails instead.
 func RequireV1Memory(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups (real cgroup v1 tier)")
-	}
-	if _, err := os.Stat(filepath.Join(V1Memory, "memory.usage_in_bytes")); err != nil {
-		t.Skipf("needs the cgroup v1 memory controller at %s: %v", V1Memory, err)
-	}
+	NeedReal(t, os.Geteuid() == 0, "root to create cgroups")
+	_, err := os.Stat(filepath.Join(V1Memory, "memory.usage_in_bytes"))
+	NeedReal(t, err == nil, "the cgroup v1 memory controller at %s: %v", V1Memory, err)
 }
 
 // UniqueName returns a name no other test run uses.

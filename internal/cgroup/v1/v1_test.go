@@ -202,9 +202,8 @@ func diff(a, b uint64) uint64 {
 func TestRealPidsAndCPU(t *testing.T) {
 	cgrouptest.RequireV1Memory(t)
 	const pidsRoot, cpuRoot = "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu"
-	if _, err := os.Stat(pidsRoot + "/cgroup.procs"); err != nil {
-		t.Skipf("no v1 pids controller at %s", pidsRoot)
-	}
+	_, err := os.Stat(pidsRoot + "/cgroup.procs")
+	cgrouptest.NeedReal(t, err == nil, "the v1 pids controller at %s: %v", pidsRoot, err)
 	name := cgrouptest.UniqueName(t)
 	pids := cgrouptest.Mkdirs(t, pidsRoot, name)
 	if err := os.WriteFile(filepath.Join(pids, "pids.max"), []byte("100"), 0); err != nil {
@@ -221,9 +220,8 @@ func TestRealPidsAndCPU(t *testing.T) {
 	if _, err := ReadPidsMax(pidsRoot); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("root pids.max: %v, want not-supported (the root has none)", err)
 	}
-	if _, err := os.Stat(cpuRoot + "/cpu.stat"); err != nil {
-		t.Skipf("no v1 cpu controller at %s", cpuRoot)
-	}
+	_, err = os.Stat(cpuRoot + "/cpu.stat")
+	cgrouptest.NeedReal(t, err == nil, "the v1 cpu controller at %s: %v", cpuRoot, err)
 	s, err := ReadCPUStat(cpuRoot)
 	if err != nil {
 		t.Fatal(err)

@@ -351,3 +351,20 @@ func ReadCgroupControllers(dir string) ([]string, error) {
 func ReadCgroupSubtreeControl(dir string) ([]string, error) {
 	return cgroup.ReadFile(dir, "cgroup.subtree_control", since, cgroup.ParseControllerList)
 }
+
+// WriteMemoryMin writes memory.min (hard protection from reclaim, 4.18+).
+// cgroup.Max writes "max".
+func WriteMemoryMin(dir string, v uint64) error {
+	return cgroup.WriteFile(dir, "memory.min", "4.18", cgroup.FormatLimit(v))
+}
+
+// WriteMemoryLow writes memory.low (best-effort protection from reclaim).
+func WriteMemoryLow(dir string, v uint64) error {
+	return cgroup.WriteFile(dir, "memory.low", since, cgroup.FormatLimit(v))
+}
+
+// WriteMemoryHigh writes memory.high (the throttle: above it the cgroup's
+// allocations are slowed and reclaimed, never OOM-killed).
+func WriteMemoryHigh(dir string, v uint64) error {
+	return cgroup.WriteFile(dir, "memory.high", since, cgroup.FormatLimit(v))
+}

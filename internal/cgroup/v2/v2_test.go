@@ -245,3 +245,37 @@ func FuzzParseMemoryStat(f *testing.F) {
 		}
 	})
 }
+
+// TestWriteMemoryProtection writes memory.min, memory.low and memory.high on
+// a real v2 cgroup and reads them back (VM tier), and checks the writers'
+// errors: a value the kernel refuses, a vanished cgroup.
+func TestWriteMemoryProtection(t *testing.T) {
+	root := cgrouptest.RequireV2Memory(t)
+	dir := cgrouptest.Mkdirs(t, root, cgrouptest.UniqueName(t))
+	for _, c := range []struct {
+		name  string
+		write func(string, uint64) error
+		read  func(string) (uint64, error)
+		v     uint64
+	}{
+		{"memory.min", WriteMemoryMin, ReadMemoryMin, 8 << 20},
+		{"memory.low", WriteMemoryLow, ReadMemoryLow, 16 << 20},
+		{"memory.high", WriteMemoryHigh, ReadMemoryHigh, 96 << 20},
+		{"memory.high", WriteMemoryHigh, ReadMemoryHigh, cgroup.Max},
+		{"memory.min", WriteMemoryMin, ReadMemoryMin, 0},
+	} {
+		if err := c.write(dir, c.v); err != nil {
+			t.Fatalf("%s %d: %v", c.name, c.v, err)
+		}
+		if got, err := c.read(dir); err != nil || got != c.v {
+			t.Errorf("%s: wrote %d, read %d %v", c.name, c.v, got, err)
+		}
+	}
+	if err := cgroup.WriteFile(dir, "memory.low", since, "lots"); err == nil {
+		t.Error("memory.low=lots accepted")
+	}
+	gone := filepath.Join(root, cgrouptest.UniqueName(t)+"-gone")
+	if err := WriteMemoryLow(gone, 1); !cgroup.IsVanished(err) {
+		t.Errorf("write into a missing cgroup: %v, want a *VanishedError", err)
+	}
+}

@@ -1,0 +1,379 @@
+// Package node is the real-node tier's fixture: a single-node Kubernetes
+// v1.37.2 cluster (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kubelet, containerd) on this machine, brought up and torn
+// down by scripts/node.sh — the one implementation, used by `make node-up`
+// too — and handed to Go tests as a client and paths.
+//
+// A test package calls Main from its TestMain and Get from each test. The
+// tier is off unless EVICTD_TEST_NODE=1 (so `go test ./...` in the unit tier
+// starts no cluster; its tests skip and say why); when it is on and the node
+// cannot start, every test fails. Main also runs the tier's two machine
+// checks around the tests: no packet left for an address outside loopback
+// and the pod range (scripts/node.sh traffic), and the machine is as it was
+// before (scripts/node.sh snapshot, before up and after down).
+//
+// With EVICTD_NODE_DIR set (a node from `make node-up`: `scripts/node.sh
+// env`), Main uses that node and neither starts nor removes it.
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Environment of the tier.
+const (
+	// EnvEnable turns the tier on ("1").
+	EnvEnable = "EVICTD_TEST_NODE"
+	// EnvDir names a running node's work directory to use instead of
+	// starting one.
+	EnvDir = "EVICTD_NODE_DIR"
+)
+
+// APITimeout bounds every single call to the API server or the kubelet: a
+// call that hangs (a kubectl delete once hung 10 min while the kubelet could
+// not reach its runtime) fails the test instead.
+const APITimeout = 15 * time.Second
+
+// Cluster is a running node.
+type Cluster struct {
+	// Dir is the run's work directory (.cache/node/run/<id>).
+	Dir string
+	// Kubeconfig is the admin kubeconfig (system:masters).
+	Kubeconfig string
+	// Config and Client talk to the API server as admin.
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Kubelet is the kubelet's HTTPS endpoint (https://127.0.0.1:PORT);
+	// KubeletRoot and PodLogs its root and pod log directories.
+	Kubelet, KubeletRoot, PodLogs string
+	// Bin holds the Kubernetes binaries; Images the image archives and,
+	// in Images/bin, the static binaries they were made of (evictd too,
+	// built from the tree under test).
+	Bin, Images string
+	// Cgroup is the run's cgroup (unified hierarchy) holding the cluster's
+	// daemons: the no-traffic guard counts its packets.
+	Cgroup string
+	// Threshold and Allocatable are the kubelet's memory.available hard
+	// threshold and the node's allocatable memory (quantities).
+	Threshold, Allocatable string
+	// Node is the node's name.
+	Node string
+
+	repo         string
+	kubeletHTTP  *http.Client
+	traffic0     int // packets the guard counted before the tests
+	startFailure error
+}
+
+var cluster *Cluster
+
+// Main brings the node up (unless the tier is off or EnvDir names one), runs
+// the tests, checks traffic, tears the node down and checks that the machine
+// is as before. Use it as os.Exit(node.Main(m)).
+func Main(m *testing.M) int {
+	if os.Getenv(EnvEnable) != "1" {
+		return m.Run()
+	}
+	repo, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	if d := os.Getenv(EnvDir); d != "" {
+		cluster, err = load(repo, d)
+		if err != nil {
+			cluster = &Cluster{startFailure: err}
+		}
+		return m.Run()
+	}
+	// Hold the node lock for the whole run, so that no `make node-up`
+	// tears this node down under the tests (scripts/node.sh lock).
+	if os.Getenv("EVICTD_NODE_LOCKED") != "1" {
+		f, err := os.OpenFile("/tmp/evictd-node.lock", os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			err = lockFile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node: taking /tmp/evictd-node.lock:", err)
+			return 1
+		}
+		defer f.Close()
+		os.Setenv("EVICTD_NODE_LOCKED", "1")
+	}
+	before, err := script(repo, "snapshot")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node: snapshot before:", err)
+		return 1
+	}
+	out, err := script(repo, "up")
+	if err == nil {
+		cluster, err = loadFromUp(repo, out)
+	}
+	if err != nil {
+		cluster = &Cluster{startFailure: fmt.Errorf("bringing the node up: %w", err)}
+	} else {
+		cluster.traffic0, _, err = cluster.traffic()
+		if err != nil {
+			cluster.startFailure = err
+		}
+	}
+	code := m.Run()
+	if cluster.startFailure == nil {
+		n, err := cluster.Leaked()
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "FAIL: no-traffic check:", err)
+			code = 1
+		case n != 0:
+			fmt.Fprintf(os.Stderr, "FAIL: no-traffic check: the cluster sent %d packet(s) to addresses outside 127.0.0.0/8, ::1 and the pod range (dropped by the guard; see scripts/node.sh)\n", n)
+			code = 1
+		default:
+			fmt.Fprintln(os.Stderr, "node: no-traffic check: 0 packets to addresses outside loopback and the pod range")
+		}
+	}
+	if _, err := script(repo, "down"); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: tearing the node down:", err)
+		code = 1
+	}
+	after, err := script(repo, "snapshot")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: snapshot after:", err)
+		return 1
+	}
+	if d := diffLines(before, after); d != "" {
+		fmt.Fprintf(os.Stderr, "FAIL: leave-nothing check: the machine differs after teardown (- before, + after):\n%s", d)
+		code = 1
+	} else {
+		fmt.Fprintln(os.Stderr, "node: leave-nothing check: cgroups, mounts, processes, iptables, sysctls, links, namespaces and host directories as before")
+	}
+	return code
+}
+
+// Get returns the node, skipping the test when the tier is off and failing
+// it when the node did not start.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv(EnvEnable) != "1" {
+		t.Skipf("the real-node tier is off: %s=1 (make test-node) starts a Kubernetes node for it", EnvEnable)
+	}
+	if cluster == nil {
+		t.Fatal("node.Get without node.Main in TestMain")
+	}
+	if cluster.startFailure != nil {
+		t.Fatal(cluster.startFailure)
+	}
+	return cluster
+}
+
+// Ctx is a context bounded by APITimeout, for one call.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), APITimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func repoRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "scripts", "node.sh")); err == nil {
+			return d, nil
+		}
+		p := filepath.Dir(d)
+		if p == d {
+			return "", errors.New("scripts/node.sh not found above the working directory")
+		}
+		d = p
+	}
+}
+
+// script runs scripts/node.sh with args, its stderr to ours (the steps'
+// progress and times), and returns its stdout.
+func script(repo string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repo, "scripts", "node.sh"), args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("scripts/node.sh %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// loadFromUp reads the run's directory from up's last line, KUBECONFIG=...
+func loadFromUp(repo, out string) (*Cluster, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	kc, ok := strings.CutPrefix(last, "KUBECONFIG=")
+	if !ok {
+		return nil, fmt.Errorf("scripts/node.sh up: last line %q, want KUBECONFIG=<path>", last)
+	}
+	return load(repo, filepath.Dir(kc))
+}
+
+// load reads a run's env file (written by scripts/node.sh up).
+func load(repo, dir string) (*Cluster, error) {
+	f, err := os.Open(filepath.Join(dir, "env"))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", dir, err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, repo: repo, Node: "127.0.0.1", Kubeconfig: env["KUBECONFIG"],
+		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
+		Bin: env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
+		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
+	for k, v := range map[string]string{"KUBECONFIG": c.Kubeconfig, "EVICTD_NODE_KUBELET": c.Kubelet, "EVICTD_NODE_CGROUP": c.Cgroup, "EVICTD_NODE_IMAGES": c.Images} {
+		if v == "" {
+			return nil, fmt.Errorf("node %s: env file lacks %s", dir, k)
+		}
+	}
+	c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", dir, err)
+	}
+	c.Config.Timeout = APITimeout
+	c.Client, err = kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	// The kubelet trusts the same CA and authorizes admin (system:masters)
+	// through the API server: its port 10250 serves /stats/summary (the
+	// API server's node proxy refuses a loopback node).
+	tc, err := rest.TLSConfigFor(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	c.kubeletHTTP = &http.Client{Timeout: APITimeout, Transport: &http.Transport{TLSClientConfig: tc.Clone(), TLSHandshakeTimeout: 5 * time.Second}}
+	return c, nil
+}
+
+// KubeletGet GETs path from the kubelet's HTTPS port as admin.
+func (c *Cluster) KubeletGet(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Kubelet+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.kubeletHTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kubelet %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+	}
+	return b, nil
+}
+
+// Leaked is the number of packets the cluster sent to addresses outside
+// loopback and the pod range since it started, less those sent to
+// CanaryAddr (the tests' own, counted apart).
+func (c *Cluster) Leaked() (int, error) {
+	total, canary, err := c.traffic()
+	return total - canary - c.traffic0, err
+}
+
+// Canary is the number of packets the guard counted (and dropped) on their
+// way to CanaryAddr.
+func (c *Cluster) Canary() (int, error) {
+	_, canary, err := c.traffic()
+	return canary, err
+}
+
+func (c *Cluster) traffic() (total, canary int, err error) {
+	out, err := script(c.repo, "traffic")
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(out, "%d %d", &total, &canary); err != nil {
+		return 0, 0, fmt.Errorf("scripts/node.sh traffic printed %q: %w", out, err)
+	}
+	return total, canary, nil
+}
+
+// CanaryAddr is where the tests send the packet that shows the no-traffic
+// guard works: TEST-NET-3 (RFC 5737), routed nowhere, and the guard drops
+// it before it could leave (scripts/node.sh counts it apart).
+const CanaryAddr = "203.0.113.7"
+
+// PingFromClusterCgroup sends one ICMP echo to CanaryAddr from a process in
+// the run's cgroup, where the cluster's daemons run: a stand-in for a
+// component of the cluster that leaks. The ping fails (the guard drops it).
+func (c *Cluster) PingFromClusterCgroup(ctx context.Context) string {
+	busybox := filepath.Join(c.repo, ".cache", "node", "busybox", "bin", "busybox")
+	cmd := exec.CommandContext(ctx, "sh", "-c", `echo $$ >"$1/cgroup.procs" && exec "$2" ping -c 1 -W 1 "$3"`, "sh", c.Cgroup, busybox, CanaryAddr)
+	out, _ := cmd.CombinedOutput()
+	return string(bytes.TrimSpace(out))
+}
+
+// lockFile waits up to 2 min for an exclusive flock on f.
+func lockFile(f *os.File) error {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EWOULDBLOCK {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("another node is in use (held for 2 min)")
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// diffLines lists the lines only in a ("-") or only in b ("+").
+func diffLines(a, b string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	ca, cb := count(a), count(b)
+	var out strings.Builder
+	for _, l := range strings.Split(a, "\n") {
+		if ca[l] > cb[l] {
+			fmt.Fprintf(&out, "- %s\n", l)
+			ca[l]--
+		}
+	}
+	ca = count(a)
+	for _, l := range strings.Split(b, "\n") {
+		if cb[l] > ca[l] {
+			fmt.Fprintf(&out, "+ %s\n", l)
+			cb[l]--
+		}
+	}
+	return out.String()
+}
