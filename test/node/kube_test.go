@@ -1,0 +1,257 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/test/node"
+)
+
+// kubectl runs the node's kubectl as admin.
+func kubectl(t *testing.T, c *node.Cluster, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout", "20s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// installEvictd installs evictd as a user does, `kubectl apply -k
+// deploy/kubernetes/`, with the two settings this test node needs: the
+// kubelet's configuration is not at /var/lib/kubelet/config.yaml but in the
+// run's directory, and the node runs no kube-proxy, so the in-cluster
+// address of the API server (the kubernetes Service's cluster IP) does not
+// answer: the pod is pointed at the API server's loopback address. It
+// waits for evictd to run and removes it when the test ends. It returns
+// evictd's log file on the node. args are added to evictd's.
+func installEvictd(t *testing.T, c *node.Cluster, args ...string) string {
+	t.Helper()
+	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_ = exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "delete", "-k", filepath.Join("..", "..", "deploy", "kubernetes"), "--wait=true").Run()
+		c.WaitFor(t, 60*time.Second, "evictd's pod gone", func(ctx context.Context) (bool, error) {
+			l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
+			return err == nil && len(l.Items) == 0, err
+		})
+	})
+	host := strings.TrimPrefix(c.Config.Host, "https://")
+	addr, port, _ := strings.Cut(host, ":")
+	kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
+		fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/volumes/1/hostPath/path","value":%q}]`, filepath.Join(c.Dir, "kubelet.yaml")))
+	kubectl(t, c, "-n", "kube-system", "set", "env", "daemonset/evictd", "KUBERNETES_SERVICE_HOST="+addr, "KUBERNETES_SERVICE_PORT="+port)
+	for _, a := range args {
+		kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
+			fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":%q}]`, a))
+	}
+	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/evictd", "--timeout=90s")
+	var logFile string
+	c.WaitFor(t, 90*time.Second, "evictd running on the node", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
+		if err != nil || len(l.Items) != 1 {
+			return false, err
+		}
+		p := l.Items[0]
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil ||
+			!strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), strings.Join(args, " ")) {
+			return false, nil
+		}
+		logFile = filepath.Join(c.PodLogs, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "evictd", "0.log")
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "evictd running in Kubernetes mode"), nil
+	})
+	return logFile
+}
+
+// TestEvictdEvictsFirst: coexistence on a real node. The kubelet polls
+// every 10 s with its memory.available hard threshold; evictd runs as the
+// DaemonSet's pod with the kubelet's own configuration. A pod ramps its
+// memory past the threshold: evictd evicts it through the API, with the
+// kubelet's message (container part included) and its 1 s grace, before
+// the kubelet does anything; the kubelet never evicts and the kernel OOM
+// killer never fires.
+func TestEvictdEvictsFirst(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c)
+	ns := c.Namespace(t, "kube-coexist")
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold := resource.MustParse(c.Threshold)
+	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+	if err != nil || !pc.HasLimit {
+		t.Fatalf("pods cgroup memory: %+v, %v: want a limit (enforceNodeAllocatable: pods)", pc, err)
+	}
+	target := int64(pc.Limit) - threshold.Value() + 120<<20 - int64(pc.WorkingSet)
+	script := fmt.Sprintf("ramp %d 100Mi; hold", target)
+	hog := c.RunPod(t, ns, node.HogPod("hog", script, "64Mi", ""))
+
+	crossed := make(chan time.Time, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			m, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+			if err == nil && int64(m.Limit)-int64(m.WorkingSet) < threshold.Value() {
+				crossed <- time.Now()
+				return
+			}
+		}
+	}()
+	var grace *int64
+	c.WaitFor(t, 120*time.Second, "the hog's eviction", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if p.DeletionTimestamp != nil {
+			grace = p.DeletionGracePeriodSeconds
+			return true, nil
+		}
+		return p.Status.Phase == corev1.PodFailed, nil
+	})
+	seen := time.Now()
+	select {
+	case at := <-crossed:
+		t.Logf("threshold crossed → eviction seen in the API: %.3f s", seen.Sub(at).Seconds())
+	default:
+		t.Errorf("evicted, but the pods cgroup never crossed the threshold")
+	}
+	if grace != nil && *grace != 1 {
+		t.Errorf("deletion grace %d s, want 1 (hard threshold)", *grace)
+	}
+	var evicted []corev1.Event
+	c.WaitFor(t, 30*time.Second, "the Evicted event", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.uid": string(hog.UID), "reason": "Evicted"}.AsSelector().String()})
+		if err != nil {
+			return false, err
+		}
+		evicted = l.Items
+		return len(evicted) > 0, nil
+	})
+	for _, e := range evicted {
+		if e.Source.Component != "evictd" {
+			t.Errorf("the %s evicted the hog (%q), not evictd", e.Source.Component, e.Message)
+		}
+	}
+	e := evicted[0]
+	want := "The node was low on resource: memory. Threshold quantity: " + c.Threshold + ", available: "
+	if !strings.HasPrefix(e.Message, want) || !strings.Contains(e.Message, "Container hog was using") ||
+		e.Annotations["offending_containers"] != "hog" || e.Annotations["starved_resource"] != "memory" {
+		t.Errorf("Evicted event %q %v; want the kubelet's message with the container part", e.Message, e.Annotations)
+	}
+	// The kubelet: no eviction of its own and no OOM kill on the node, over
+	// more than one of its 10 s periods.
+	time.Sleep(12 * time.Second)
+	for _, reason := range []string{"Evicted", "SystemOOM", "OOMKilling"} {
+		for _, nsName := range []string{ns, "default"} {
+			l, err := c.Client.CoreV1().Events(nsName).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": reason}.AsSelector().String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range l.Items {
+				if x.Source.Component != "evictd" {
+					t.Errorf("%s event from %s: %s %q", reason, x.Source.Component, x.InvolvedObject.Name, x.Message)
+				}
+			}
+		}
+	}
+	b, _ := os.ReadFile(logFile)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "msg=evicted") || strings.Contains(l, "eviction failed") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Logf("evictd: %s", l)
+		}
+	}
+}
+
+// TestShadowAgreesWithKubelet: evictd in shadow mode beside the kubelet, on
+// pods of the three QoS classes: the kubelet evicts the Burstable pod that
+// ramps past its request (the kubelet's ranking), evictd changes nothing,
+// and records that it had decided the same pod, and how much earlier.
+func TestShadowAgreesWithKubelet(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c, "--shadow")
+	ns := c.Namespace(t, "kube-shadow")
+	c.RunPod(t, ns, node.HogPod("guaranteed", "ramp 48Mi 100Mi; hold", "64Mi", "64Mi"))
+	c.RunPod(t, ns, node.HogPod("besteffort", "ramp 16Mi 100Mi; hold", "", ""))
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold := resource.MustParse(c.Threshold)
+	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+	if err != nil || !pc.HasLimit {
+		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
+	}
+	target := int64(pc.Limit) - threshold.Value() + 120<<20 - int64(pc.WorkingSet)
+	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("ramp %d 100Mi; hold", target), "64Mi", ""))
+	var victim *corev1.Pod
+	c.WaitFor(t, 120*time.Second, "the kubelet's eviction", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; p.Status.Phase == corev1.PodFailed {
+				victim = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if victim.Name != "burstable" || victim.Status.Reason != "Evicted" {
+		t.Errorf("the kubelet evicted %s (%s %q), want burstable", victim.Name, victim.Status.Reason, victim.Status.Message)
+	}
+	var line string
+	c.WaitFor(t, 30*time.Second, "evictd's shadow record", func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(logFile)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "shadow: the kubelet evicted a pod") {
+				line = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("evictd: %s", line)
+	if !strings.Contains(line, "pod="+ns+"/"+victim.Name) || !strings.Contains(line, "evictd_decided=true") || !strings.Contains(line, "lead=") {
+		t.Errorf("shadow record %q: want the same pod decided, with a lead time", line)
+	}
+	// Shadow mode changed nothing: every Evicted event is the kubelet's.
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if e.Source.Component == "evictd" {
+			t.Errorf("shadow mode recorded an event: %q", e.Message)
+		}
+	}
+}
