@@ -52,6 +52,19 @@ func installEvictd(t *testing.T, c *node.Cluster, args ...string) string {
 			l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
 			return err == nil && len(l.Items) == 0, err
 		})
+		// evictd's node events live in "default", which outlives the
+		// test's namespace: remove them, as the other tests read the
+		// node's events.
+		l, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Errorf("listing node events: %v", err)
+			return
+		}
+		for _, e := range l.Items {
+			if e.Source.Component == "evictd" {
+				_ = c.Client.CoreV1().Events("default").Delete(ctx, e.Name, metav1.DeleteOptions{})
+			}
+		}
 	})
 	host := strings.TrimPrefix(c.Config.Host, "https://")
 	addr, port, _ := strings.Cut(host, ":")
@@ -211,7 +224,11 @@ func TestShadowAgreesWithKubelet(t *testing.T) {
 		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
 	}
 	target := int64(pc.Limit) - threshold.Value() + 120<<20 - int64(pc.WorkingSet)
-	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("ramp %d 100Mi; hold", target), "64Mi", ""))
+	// The kubelet's pod-level memory stats read 0 for a pod's first 10–20
+	// s (cAdvisor), which makes its ranking put a young pod that exceeds
+	// its request last: the pod waits 30 s before it ramps, so that both
+	// rank on settled stats.
+	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("alloc 8Mi; sleep 30s; ramp %d 100Mi; hold", target), "64Mi", ""))
 	var victim *corev1.Pod
 	c.WaitFor(t, 120*time.Second, "the kubelet's eviction", func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
