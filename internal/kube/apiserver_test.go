@@ -173,6 +173,27 @@ func TestRealEviction(t *testing.T) {
 	}
 }
 
+// TestRealEvictionGraceZero: a soft eviction with grace 0 (the kubelet's
+// evictionMaxPodGracePeriod default) is no force delete through the API:
+// the pod gets 1 s and stays until its kubelet is done.
+func TestRealEvictionGraceZero(t *testing.T) {
+	srv := apiserver(t)
+	ns := "grace0"
+	srv.Namespace(t, ns)
+	pod := srv.RunningPod(t, testPod(ns, "p"), "node-a")
+	e := &Evictor{Client: srv.Client, Node: "node-a"}
+	if _, err := e.Evict(context.Background(), pod, 0, softEviction(pod, "m")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := srv.Client.CoreV1().Pods(ns).Get(context.Background(), "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the pod was force-deleted: %v", err)
+	}
+	if got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 1 {
+		t.Errorf("grace %v, want 1", got.DeletionGracePeriodSeconds)
+	}
+}
+
 // TestRealEvictionGone: a pod deleted by someone else, or replaced by a
 // new pod of the same name, is not evicted twice, and the replacement is
 // left alone (UID precondition).

@@ -100,6 +100,13 @@ func (e *Evictor) callCtx(ctx context.Context) (context.Context, context.CancelF
 func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, ev policy.Eviction) (agent.EvictResult, error) {
 	start := e.now()
 	secs := int64(grace / time.Second)
+	// Through the API a grace period of 0 is a force delete: the pod object
+	// goes at once while its containers may still run. The kubelet's own
+	// kill with 0 (evictionMaxPodGracePeriod 0) waits the runtime's minimum
+	// of 2 s instead; 1 s through the API leads the kubelet to the same.
+	if secs < 1 {
+		secs = 1
+	}
 	if e.DryRun {
 		return agent.EvictResult{Method: fmt.Sprintf("dry-run (would evict through the Eviction API, grace %ds)", secs), DryRun: true}, nil
 	}
