@@ -11,10 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/test/node"
@@ -269,6 +271,147 @@ func TestShadowAgreesWithKubelet(t *testing.T) {
 	for _, e := range l.Items {
 		if e.Source.Component == "evictd" {
 			t.Errorf("shadow mode recorded an event: %q", e.Message)
+		}
+	}
+}
+
+// hogTarget is how much a pod must allocate so that, with what the pods
+// cgroup holds now, allocatable memory falls more below level (available)
+// by over: the pods cgroup's limit − level + over − its working set.
+func hogTarget(t *testing.T, c *node.Cluster, level resource.Quantity, over int64) int64 {
+	t.Helper()
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+	if err != nil || !pc.HasLimit {
+		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
+	}
+	return int64(pc.Limit) - level.Value() + over - int64(pc.WorkingSet)
+}
+
+func evictdLog(t *testing.T, logFile, substr string) []string {
+	b, _ := os.ReadFile(logFile)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestPDBOnHardThreshold: a hard threshold of evictd's (above the
+// kubelet's, so the kubelet does not act) is met by a pod a
+// PodDisruptionBudget protects; the disruption controller refuses the
+// eviction (429), and evictd deletes the pod at once with the same grace, as
+// the kubelet, which ignores PDBs, would. (A soft threshold's wait is tested
+// on the real API server, TestRealPDB: on this node a soft memory.available
+// threshold watches the machine's memory, which no test pod can exhaust.)
+func TestPDBOnHardThreshold(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c, "--eviction-hard=memory.available<900Mi")
+	ns := c.Namespace(t, "kube-pdb")
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "hog"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hog"}}}}
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(node.Ctx(t), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod waits until the disruption controller counts it, then holds
+	// 300 MiB below evictd's threshold, 300 MiB above the kubelet's.
+	target := hogTarget(t, c, resource.MustParse("900Mi"), 300<<20)
+	c.RunPod(t, ns, node.HogPod("hog", fmt.Sprintf("alloc 8Mi; sleep 15s; ramp %d 200Mi; hold", target), "64Mi", ""))
+	c.WaitFor(t, 60*time.Second, "the disruption controller to count the pod", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "hog", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, err
+	})
+	var grace *int64
+	c.WaitFor(t, 120*time.Second, "the hog's deletion", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err == nil && p.DeletionTimestamp != nil {
+			grace = p.DeletionGracePeriodSeconds
+			return true, nil
+		}
+		return false, err
+	})
+	if grace != nil && *grace != 1 {
+		t.Errorf("deletion grace %d, want 1", *grace)
+	}
+	done := evictdLog(t, logFile, `method="delete (a PodDisruptionBudget refused the eviction)"`)
+	if len(done) != 1 || len(evictdLog(t, logFile, "eviction failed")) != 0 {
+		t.Fatalf("evictd's log: want one deletion past the PDB at the first attempt:\n%s", strings.Join(evictdLog(t, logFile, "evict"), "\n"))
+	}
+	t.Logf("evictd: %s", done[0])
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Source.Component != "evictd" {
+		t.Errorf("Evicted events %+v, want one from evictd", l.Items)
+	}
+}
+
+// TestStaticPodNeverEvicted: a static pod (from the kubelet's manifest
+// directory; the API shows its mirror pod) uses the most memory, and a
+// regular pod pushes the node past the threshold: evictd ranks the static
+// pod first, as the kubelet does, skips it as critical, and evicts the
+// regular pod.
+func TestStaticPodNeverEvicted(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c)
+	ns := c.Namespace(t, "kube-static")
+	manifest := filepath.Join(c.Dir, "manifests", "static-hog.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: static-hog, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {name: hog, image: %s, imagePullPolicy: Never, args: [alloc, 1000Mi, ";", hold]}
+`, ns, node.WorkImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(manifest)
+		c.WaitFor(t, 60*time.Second, "the static pod gone", func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+	c.WaitFor(t, 90*time.Second, "the static pod's mirror running", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, err
+	})
+	time.Sleep(3 * time.Second) // the static pod's 1000 MiB touched
+	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
+	c.RunPod(t, ns, node.HogPod("regular", fmt.Sprintf("ramp %d 100Mi; hold", target), "64Mi", ""))
+	c.WaitFor(t, 120*time.Second, "the regular pod's eviction", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "regular", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)), nil
+	})
+	p, err := c.Client.CoreV1().Pods(ns).Get(node.Ctx(t), "static-hog-"+c.Node, metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the static pod: %v; want it running", err)
+	}
+	ev := evictdLog(t, logFile, "msg=evicted")
+	if len(ev) != 1 || !strings.Contains(ev[0], "pod="+ns+"/regular") {
+		t.Errorf("evictd's evictions: %q; want the regular pod only", ev)
+	}
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if e.Source.Component != "evictd" || e.InvolvedObject.Name != "regular" {
+			t.Errorf("Evicted event from %s for %s: %q", e.Source.Component, e.InvolvedObject.Name, e.Message)
 		}
 	}
 }
