@@ -112,31 +112,10 @@ func TestEvictdEvictsFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold := resource.MustParse(c.Threshold)
-	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
-	if err != nil || !pc.HasLimit {
-		t.Fatalf("pods cgroup memory: %+v, %v: want a limit (enforceNodeAllocatable: pods)", pc, err)
-	}
-	target := int64(pc.Limit) - threshold.Value() + 120<<20 - int64(pc.WorkingSet)
-	script := fmt.Sprintf("ramp %d 100Mi; hold", target)
+	script := fmt.Sprintf("ramp %d 100Mi; hold", hogTarget(t, c, threshold, 120<<20))
 	hog := c.RunPod(t, ns, node.HogPod("hog", script, "64Mi", ""))
 
-	crossed := make(chan time.Time, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			m, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
-			if err == nil && int64(m.Limit)-int64(m.WorkingSet) < threshold.Value() {
-				crossed <- time.Now()
-				return
-			}
-		}
-	}()
+	crossed := sampleCrossing(t, col, threshold, 20*time.Millisecond)
 	var grace *int64
 	c.WaitFor(t, 120*time.Second, "the hog's eviction", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
@@ -216,16 +195,7 @@ func TestShadowAgreesWithKubelet(t *testing.T) {
 	ns := c.Namespace(t, "kube-shadow")
 	c.RunPod(t, ns, node.HogPod("guaranteed", "ramp 48Mi 100Mi; hold", "64Mi", "64Mi"))
 	c.RunPod(t, ns, node.HogPod("besteffort", "ramp 16Mi 100Mi; hold", "", ""))
-	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	threshold := resource.MustParse(c.Threshold)
-	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
-	if err != nil || !pc.HasLimit {
-		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
-	}
-	target := int64(pc.Limit) - threshold.Value() + 120<<20 - int64(pc.WorkingSet)
+	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
 	// The kubelet's pod-level memory stats read 0 for a pod's first 10–20
 	// s (cAdvisor), which makes its ranking put a young pod that exceeds
 	// its request last: the pod waits 30 s before it ramps, so that both
@@ -414,4 +384,28 @@ spec:
 			t.Errorf("Evicted event from %s for %s: %q", e.Source.Component, e.InvolvedObject.Name, e.Message)
 		}
 	}
+}
+
+// sampleCrossing samples the pods cgroup every period until allocatable
+// memory is below threshold, and sends that time; it stops when the test
+// ends.
+func sampleCrossing(t *testing.T, col *collect.Collector, threshold resource.Quantity, period time.Duration) <-chan time.Time {
+	crossed := make(chan time.Time, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+			m, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+			if err == nil && int64(m.Limit)-int64(m.WorkingSet) < threshold.Value() {
+				crossed <- time.Now()
+				return
+			}
+		}
+	}()
+	return crossed
 }
