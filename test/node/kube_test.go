@@ -196,11 +196,15 @@ func TestShadowAgreesWithKubelet(t *testing.T) {
 	c.RunPod(t, ns, node.HogPod("guaranteed", "ramp 48Mi 100Mi; hold", "64Mi", "64Mi"))
 	c.RunPod(t, ns, node.HogPod("besteffort", "ramp 16Mi 100Mi; hold", "", ""))
 	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
-	// The kubelet's pod-level memory stats read 0 for a pod's first 10–20
-	// s (cAdvisor), which makes its ranking put a young pod that exceeds
-	// its request last: the pod waits 30 s before it ramps, so that both
-	// rank on settled stats.
-	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("alloc 8Mi; sleep 30s; ramp %d 100Mi; hold", target), "64Mi", ""))
+	// The kubelet ranks on cAdvisor's stats, which lag: a pod's first 10–20
+	// s read 0, and a pod whose usage stays flat is sampled less often (up
+	// to every 15 s). Seen on this node: a Burstable pod that sat at 8 MiB
+	// and then ramped was still under its 64Mi request in the kubelet's
+	// stats at the crossing, so the kubelet evicted the BestEffort pod while
+	// evictd, reading the cgroups fresh, chose the Burstable one. Here the
+	// pod is well over its request (200 MiB) long before it ramps, so that
+	// stale or fresh, both rank it first.
+	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("alloc 200Mi; sleep 20s; ramp %d 100Mi; hold", target-200<<20), "64Mi", ""))
 	var victim *corev1.Pod
 	c.WaitFor(t, 120*time.Second, "the kubelet's eviction", func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
