@@ -16,6 +16,10 @@ var (
 	// ErrDuplicateKey: the same key appears twice in one map or object; the
 	// kubelet would silently keep the last one.
 	ErrDuplicateKey = errors.New("duplicate key")
+	// ErrWrongDocument: an object none of whose keys is a field of the
+	// expected type — the wrong file, whose keys are not repeated in the
+	// error (they may be secrets).
+	ErrWrongDocument = errors.New("none of its keys is a field of this kind of document (is it the right file?)")
 )
 
 // maxValueLen bounds the value quoted in an error so that the error stays one
