@@ -83,7 +83,6 @@ func ParseKubeletConfigFields(data []byte, name string) (*kubeletconfigv1beta1.K
 	return kc, present, nil
 }
 
-
 // KubeletConfigFileLenient reads a KubeletConfiguration as the kubelet
 // itself does; see ParseKubeletConfigLenient.
 func KubeletConfigFileLenient(path string) (*kubeletconfigv1beta1.KubeletConfiguration, []error, error) {
