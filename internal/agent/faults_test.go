@@ -101,7 +101,7 @@ func TestStateFileFailureLoggedOnce(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
 	}
-	if n := strings.Count(logs.String(), "not a directory"); n != 1 {
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Fatalf("failure logged %d times in 5 synchronizes, want 1:\n%s", n, logs.String())
 	}
 	if got := counterValue(m.SyncErrors.WithLabelValues(stageStateFile)); got != 5 {
