@@ -75,6 +75,7 @@ type Host struct {
 	Killer    *actuate.Killer
 	Root      string // absolute workload root
 	V2        bool
+	lock      *rootLock // nil in a dry run
 }
 
 // NewHost wires the collector, the workloads, the killer, the wake-ups and
@@ -117,6 +118,17 @@ func NewHost(o HostOptions) (*Host, error) {
 	}()
 	if _, err := pods.Workloads(); err != nil {
 		return nil, err
+	}
+	var lock *rootLock
+	if !o.DryRun { // a dry run changes nothing, so it may watch beside a real agent
+		if lock, err = lockWorkloadRoot(memRoot, root); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !wired {
+				lock.release()
+			}
+		}()
 	}
 	k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, DryRun: o.DryRun, Log: o.Log, GoneTimeout: o.GoneTimeout}
 	if v2 {
@@ -169,11 +181,12 @@ func NewHost(o HostOptions) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Root: root, V2: v2}, nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Root: root, V2: v2, lock: lock}, nil
 }
 
 // Run runs the loop until ctx is done, then stops the notifiers.
 func (h *Host) Run(ctx context.Context) error {
+	defer h.lock.release()
 	defer h.Wakeups.Close()
 	defer h.Pods.Close()
 	return h.Agent.Run(ctx)
