@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -60,19 +61,23 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 func (h *HostPods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.watch != nil && h.watch.dead {
+		// The root was removed (or moved): the watch went with it. Watch
+		// the root created in its place from now on.
+		h.watch.close()
+		h.watch, h.cached = nil, nil
+	}
 	if h.watch == nil && !h.noWatch {
 		// Watch before listing, so a change during the listing is seen
-		// (as a spurious change) by the next call.
-		w, err := newDirWatch(h.Root)
-		if err != nil {
-			h.noWatch = true
-		} else {
+		// (as a spurious change) by the next call. Without a root to
+		// watch, list every time and try again at the next call.
+		if w, err := newDirWatch(h.Root); err == nil {
 			h.watch = w
 			h.cached = nil
 		}
 	}
 	ws := h.cached
-	if ws == nil || h.watch == nil || h.watch.changed() {
+	if ws == nil || h.watch == nil || h.watch.changed() || h.watch.dead {
 		var err error
 		h.discoveries++
 		if ws, err = workload.Discover(h.File, h.Root, h.SelfCgroup); err != nil {
@@ -144,7 +149,10 @@ func (h *HostPods) Close() error {
 }
 
 // dirWatch is an inotify watch on one directory's entries.
-type dirWatch struct{ fd int }
+type dirWatch struct {
+	fd   int
+	dead bool // the directory itself went away: the watch will say nothing more
+}
 
 func newDirWatch(dir string) (*dirWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
@@ -161,7 +169,8 @@ func newDirWatch(dir string) (*dirWatch, error) {
 
 // changed drains the pending events and reports whether there were any.
 // Anything unexpected (an error, a queue overflow, the watch removed with
-// the root) counts as a change: the caller then lists the root again.
+// the root) counts as a change: the caller then lists the root again. An
+// event saying the directory itself is gone marks the watch dead.
 func (w *dirWatch) changed() bool {
 	var buf [4096]byte
 	got := false
@@ -176,6 +185,13 @@ func (w *dirWatch) changed() bool {
 			return true
 		}
 		got = true
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
+				w.dead = true
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
 	}
 }
 

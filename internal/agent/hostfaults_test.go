@@ -8,10 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/workload"
+	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
@@ -70,4 +73,90 @@ func TestSecondInstanceRefused(t *testing.T) {
 		t.Fatalf("after the first agent stopped: %v", err)
 	}
 	again.Run(ctx)
+}
+
+// The workload root removed while the agent runs: every synchronize fails,
+// /healthz turns 503 after DefaultUnhealthyAfter of them, the failure is
+// counted and logged once. Created again, the root is watched again: a
+// workload started in it afterwards is seen, and health recovers.
+func TestRootRemovedAndRecreated(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	sb := sandboxtest.New(t, 0)
+	root, err := sb.Child("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	o := hostOptions(t, root.Rel, &logs)
+	o.Metrics = NewMetrics()
+	h, err := NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.Run(ctx)
+	}()
+	sync := func() Record { return h.Sync(context.Background(), Trigger{Reason: "timer", At: time.Now()}) }
+	sync()
+	if err := h.Healthy(); err != nil {
+		t.Fatalf("before: %v", err)
+	}
+	if err := os.Remove(root.Memory); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < DefaultUnhealthyAfter; i++ {
+		sync()
+	}
+	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "blind") {
+		t.Fatalf("health with the root gone: %v", err)
+	}
+	if n := counterValue(o.Metrics.SyncErrors.WithLabelValues(stagePods)); n != DefaultUnhealthyAfter {
+		t.Errorf("pods errors counted %v, want %d", n, DefaultUnhealthyAfter)
+	}
+	if n := strings.Count(logs.String(), "listing workloads failed"); n != 1 {
+		t.Errorf("failure logged %d times, want 1:\n%s", n, logs.String())
+	}
+	if err := os.Mkdir(root.Memory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if err := h.Healthy(); err != nil {
+		t.Fatalf("after the root came back: %v", err)
+	}
+	w1 := sandbox.Cgroup{Name: "w1", Rel: root.Rel + "/w1", Memory: root.Memory + "/w1"}
+	if err := os.Mkdir(w1.Memory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(w1.Memory) })
+	hg := sandboxtest.StartHog(t, "alloc 8Mi; hold", w1)
+	waitProcs(t, w1.Memory, hg.Pid)
+	rec := sync()
+	ws, err := h.Pods.Workloads()
+	if err != nil || len(ws) != 1 || ws[0].Pod.Name != "w1" {
+		t.Fatalf("workloads in the recreated root: %v (%v); decision error %q", names(ws), err, rec.Decision.Error)
+	}
+}
+
+func names(ws []workload.Workload) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Pod.Name)
+	}
+	return out
+}
+
+// waitProcs waits until pid is in the cgroup at dir.
+func waitProcs(t *testing.T, dir string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		pids, _ := sandbox.Procs(dir)
+		for _, p := range pids {
+			if p == pid {
+				return
+			}
+		}
+	}
+	t.Fatalf("pid %d never joined %s", pid, dir)
 }
