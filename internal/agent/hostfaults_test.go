@@ -125,17 +125,21 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err := h.Healthy(); err != nil {
 		t.Fatalf("after the root came back: %v", err)
 	}
-	w1 := sandbox.Cgroup{Name: "w1", Rel: root.Rel + "/w1", Memory: root.Memory + "/w1"}
-	if err := os.Mkdir(w1.Memory, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(w1.Memory) })
-	hg := sandboxtest.StartHog(t, "alloc 8Mi; hold", w1)
-	waitProcs(t, w1.Memory, hg.Pid)
-	rec := sync()
-	ws, err := h.Pods.Workloads()
-	if err != nil || len(ws) != 1 || ws[0].Pod.Name != "w1" {
-		t.Fatalf("workloads in the recreated root: %v (%v); decision error %q", names(ws), err, rec.Decision.Error)
+	// Two workloads started one after the other: the second is seen only
+	// if the new root is watched (the first fills the cache).
+	for i, name := range []string{"w1", "w2"} {
+		c := sandbox.Cgroup{Name: name, Rel: root.Rel + "/" + name, Memory: root.Memory + "/" + name}
+		if err := os.Mkdir(c.Memory, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(c.Memory) })
+		hg := sandboxtest.StartHog(t, "alloc 8Mi; hold", c)
+		waitProcs(t, c.Memory, hg.Pid)
+		rec := sync()
+		ws, err := h.Pods.Workloads()
+		if err != nil || len(ws) != i+1 || ws[i].Pod.Name != name {
+			t.Fatalf("workloads in the recreated root: %v (%v), want %s too; decision error %q", names(ws), err, name, rec.Decision.Error)
+		}
 	}
 }
 

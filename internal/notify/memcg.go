@@ -64,7 +64,7 @@ type MemcgThreshold struct {
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
 	token     int32
-	threshold int64 // the usage threshold (the kernel holds firstPageAbove of it)
+	threshold int64  // the usage threshold (the kernel holds firstPageAbove of it)
 	ino       uint64 // inode of dir when registered: a new one means the cgroup was recreated
 	lastBuilt time.Time
 	closed    bool
