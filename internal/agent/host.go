@@ -8,7 +8,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -61,9 +60,10 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 func (h *HostPods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watch != nil && h.watch.dead {
-		// The root was removed (or moved): the watch went with it. Watch
-		// the root created in its place from now on.
+	if h.watch != nil && h.watch.ino != dirInode(h.Root) {
+		// The root was removed (and perhaps created again): the watch is
+		// on the dead directory, and cgroupfs sends no event for its
+		// removal. Watch the root created in its place from now on.
 		h.watch.close()
 		h.watch, h.cached = nil, nil
 	}
@@ -77,7 +77,7 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 		}
 	}
 	ws := h.cached
-	if ws == nil || h.watch == nil || h.watch.changed() || h.watch.dead {
+	if ws == nil || h.watch == nil || h.watch.changed() {
 		var err error
 		h.discoveries++
 		if ws, err = workload.Discover(h.File, h.Root, h.SelfCgroup); err != nil {
@@ -150,11 +150,12 @@ func (h *HostPods) Close() error {
 
 // dirWatch is an inotify watch on one directory's entries.
 type dirWatch struct {
-	fd   int
-	dead bool // the directory itself went away: the watch will say nothing more
+	fd  int
+	ino uint64 // the directory's inode: another one at its path means it was recreated
 }
 
 func newDirWatch(dir string) (*dirWatch, error) {
+	ino := dirInode(dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -164,13 +165,12 @@ func newDirWatch(dir string) (*dirWatch, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &dirWatch{fd: fd}, nil
+	return &dirWatch{fd: fd, ino: ino}, nil
 }
 
 // changed drains the pending events and reports whether there were any.
 // Anything unexpected (an error, a queue overflow, the watch removed with
-// the root) counts as a change: the caller then lists the root again. An
-// event saying the directory itself is gone marks the watch dead.
+// the root) counts as a change: the caller then lists the root again.
 func (w *dirWatch) changed() bool {
 	var buf [4096]byte
 	got := false
@@ -185,14 +185,16 @@ func (w *dirWatch) changed() bool {
 			return true
 		}
 		got = true
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
-				w.dead = true
-			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-		}
 	}
+}
+
+// dirInode is the inode number of dir, 0 when it cannot be read.
+func dirInode(dir string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 func (w *dirWatch) close() error { return unix.Close(w.fd) }
