@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -29,7 +30,8 @@ func NewDecisionLog(w io.Writer) *DecisionLog {
 	return &DecisionLog{w: w}
 }
 
-// OpenDecisionLog appends to the file at path ("-" is standard output).
+// OpenDecisionLog appends to the file at path ("-" is standard output),
+// creating its directory if needed.
 func OpenDecisionLog(path string) (*DecisionLog, error) {
 	if path == "-" {
 		return NewDecisionLog(os.Stdout), nil
@@ -42,6 +44,9 @@ func OpenDecisionLog(path string) (*DecisionLog, error) {
 }
 
 func (l *DecisionLog) open() error {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
