@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -66,6 +67,10 @@ func NewMetrics() *Metrics {
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
 	}
+	// The Go runtime's and the process's own metrics (go_goroutines,
+	// process_open_fds, process_resident_memory_bytes): a long-running agent
+	// is watched for leaks with them (bench/soak.sh).
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
 		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors)
 	return m
