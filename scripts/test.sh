@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity]
+# Usage: scripts/test.sh [all|unit|vm|parity|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -17,6 +17,26 @@ unit() {
 	go vet ./...
 	step "go test (unit, fixtures, real cgroup v1 on this machine)"
 	go test -p 2 ./...
+	fuzz
+}
+
+# Every fuzz target for a bounded time (FUZZTIME each, 2s by default): the
+# parsers of kernel files and input files meet inputs their seeds do not
+# have. A failure prints the input that broke it (saved under testdata/fuzz).
+fuzz() {
+	step "fuzz (${FUZZTIME:-2s} per target)"
+	local pkg target out n=0
+	for pkg in $(go list ./...); do
+		for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+			if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-2s}" "$pkg" 2>&1); then
+				echo "$out"
+				echo "fuzz: $pkg $target failed"
+				exit 1
+			fi
+			n=$((n + 1))
+		done
+	done
+	echo "$n fuzz targets ran"
 }
 
 vm() {
@@ -40,7 +60,8 @@ parity() {
 case "$tier" in
 all) unit; vm; parity ;;
 unit) unit ;;
+fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
-*) echo "usage: $0 [all|unit|vm|parity]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|fuzz]" >&2; exit 2 ;;
 esac
