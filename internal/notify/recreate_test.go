@@ -19,14 +19,7 @@ func TestMemcgThresholdSurvivesRecreatedCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	w := NewWaker()
-	m := NewMemcgThreshold(p, w, "allocatableMemory.available", c.Memory)
-	t.Cleanup(func() { m.Close() })
+	_, w, m := newMemcgOn(t, c.Memory)
 	const mi = 1 << 20
 	start := time.Now()
 	u := usage(t, c.Memory)
