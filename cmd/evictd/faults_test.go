@@ -59,27 +59,12 @@ func TestPrintedNamesEscaped(t *testing.T) {
 	}
 }
 
-// SIGHUP reloads the workloads file: a bad one is logged and the running
-// one kept, a good one is swapped in; the agent keeps running and stops
-// cleanly on SIGTERM. (It used to die on SIGHUP, exit 129, with no cleanup.)
-func TestSIGHUPReloadsWorkloads(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read the host's cgroups")
-	}
-	root := fmt.Sprintf("/evictd-test-hup-%d", os.Getpid())
-	if err := os.Mkdir("/sys/fs/cgroup/memory"+root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove("/sys/fs/cgroup/memory" + root)
-	wf := filepath.Join(t.TempDir(), "w.yaml")
-	write := func(s string) {
-		if err := os.WriteFile(wf, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("workloads:\n- name: a\n  cgroup: a\n")
-	cmd := exec.Command(os.Args[0], "run", "--dry-run", "--workload-root", root, "--workloads", wf,
-		"--metrics-addr", "", "--decision-log", "", "--psi", "off")
+// startEvictd runs the test binary as `evictd args...` and returns a
+// function that waits for a log line containing want (failing after 20 s)
+// and returns it.
+func startEvictd(t *testing.T, args ...string) (*exec.Cmd, func(want string) string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asEvictdEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -88,7 +73,7 @@ func TestSIGHUPReloadsWorkloads(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -97,23 +82,82 @@ func TestSIGHUPReloadsWorkloads(t *testing.T) {
 		}
 		close(lines)
 	}()
-	waitLine := func(want string) {
+	return cmd, func(want string) string {
 		t.Helper()
 		timeout := time.After(20 * time.Second)
 		for {
 			select {
 			case l, ok := <-lines:
 				if !ok {
-					t.Fatalf("evictd exited before logging %q: %v", want, cmd.Wait())
+					t.Fatalf("evictd exited before logging %q", want)
 				}
 				if strings.Contains(l, want) {
-					return
+					return l
 				}
 			case <-timeout:
 				t.Fatalf("no %q logged in 20 s", want)
 			}
 		}
 	}
+}
+
+// testRoot makes a workload root cgroup for a test (v1 memory hierarchy).
+func testRoot(t *testing.T, name string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	root := fmt.Sprintf("/evictd-test-%s-%d", name, os.Getpid())
+	if err := os.Mkdir("/sys/fs/cgroup/memory"+root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove("/sys/fs/cgroup/memory" + root) })
+	return root
+}
+
+// A restarted agent's startup line lists the configured thresholds, as the
+// first start did (it used to add the containerfs entries the engine derives
+// at its first synchronize, "containerfs.available (no source threshold:
+// never met)" among them).
+func TestRestartStartupLineSame(t *testing.T) {
+	root := testRoot(t, "restart")
+	state := filepath.Join(t.TempDir(), "state.json")
+	args := []string{"run", "--workload-root", root, "--state-file", state, "--metrics-addr", "", "--decision-log", "", "--psi", "off"}
+	var first string
+	for i := 0; i < 2; i++ {
+		cmd, wait := startEvictd(t, args...)
+		line := wait("evictd running")
+		for deadline := time.Now().Add(10 * time.Second); i == 0; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(state); err == nil || time.Now().After(deadline) {
+				break // the first synchronize saved the state
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		wait("evictd stopped")
+		got := line[strings.Index(line, "thresholds="):]
+		got = got[:strings.Index(got, " wakeups=")]
+		if i == 0 {
+			first = got
+		} else if got != first {
+			t.Fatalf("restart lists %s, the first start %s", got, first)
+		}
+	}
+}
+
+// SIGHUP reloads the workloads file: a bad one is logged and the running
+// one kept, a good one is swapped in; the agent keeps running and stops
+// cleanly on SIGTERM. (It used to die on SIGHUP, exit 129, with no cleanup.)
+func TestSIGHUPReloadsWorkloads(t *testing.T) {
+	root := testRoot(t, "hup")
+	wf := filepath.Join(t.TempDir(), "w.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(wf, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("workloads:\n- name: a\n  cgroup: a\n")
+	cmd, waitLine := startEvictd(t, "run", "--dry-run", "--workload-root", root, "--workloads", wf,
+		"--metrics-addr", "", "--decision-log", "", "--psi", "off")
 	waitLine("evictd running")
 	write("workloads:\n- name: a\n  cgroup: a\n- name: b\n  cgroup: a\n")
 	cmd.Process.Signal(syscall.SIGHUP)
@@ -123,8 +167,6 @@ func TestSIGHUPReloadsWorkloads(t *testing.T) {
 	waitLine("reloaded")
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitLine("evictd stopped")
-	for range lines {
-	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
