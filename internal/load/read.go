@@ -11,12 +11,13 @@ import (
 )
 
 // DefaultMaxInputBytes caps the size of every input file (kubelet config,
-// Summary, pods, scenarios, workloads). Decoding a YAML document costs tens
-// of times its size in memory (a 205 MB pods file took 2.2 to 3.5 GB of
-// RSS), so a file far above any real one is refused before it is read. 64
-// MiB holds a kubectl pod list of a full node (110 pods, ≈ 1–3 MB) many
-// times over; --max-input-size raises it.
-const DefaultMaxInputBytes int64 = 64 << 20
+// Summary, pods, scenarios, workloads). Decoding costs about 45 times a
+// file's size in memory (a 55 MB pod list took 2.4 GB of RSS in `evictd
+// qos`), so a file far above any real one is refused before it is read. 16
+// MiB holds a kubectl pod list of a full node (110 pods with managedFields,
+// ≈ 2–3 MB) several times over, and bounds decoding to well under 1 GB;
+// --max-input-size raises it.
+const DefaultMaxInputBytes int64 = 16 << 20
 
 var maxInputBytes atomic.Int64
 
