@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,4 +164,58 @@ func waitProcs(t *testing.T, dir string, pid int) {
 		}
 	}
 	t.Fatalf("pid %d never joined %s", pid, dir)
+}
+
+// cgroup v2 (VM tier): the notifiers on the workload root's own files
+// (memory.events here) are set up again when the root is created anew, so
+// memory.high being hit in the new root still wakes the loop. (On v1 the
+// root's notifier is the memcg eventfd: TestMemcgThresholdSurvivesRecreatedCgroup.)
+func TestRootRecreatedWakeupsV2(t *testing.T) {
+	sandboxtest.NeedMode(t, sandbox.V2)
+	sb := sandboxtest.New(t, 0)
+	root, err := sb.Child("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	o := hostOptions(t, root.Rel, &logs)
+	o.MemoryEvents = On
+	h, err := NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.Run(ctx)
+	}()
+	want := "memory.events " + root.Memory + "/memory.events"
+	if !slices.Contains(h.Wakeups.Active(), want) {
+		t.Fatalf("notifiers %v lack %q", h.Wakeups.Active(), want)
+	}
+	if err := os.Remove(root.Memory); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root.Memory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.Sync(context.Background(), Trigger{Reason: "timer", At: time.Now()})
+	for len(h.Wakeups.C()) > 0 {
+		<-h.Wakeups.C()
+	}
+	if err := os.WriteFile(root.Memory+"/memory.high", []byte("16777216"), 0); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.StartHog(t, "alloc 32Mi; hold", sandbox.Cgroup{Name: "root", Rel: root.Rel, Memory: root.Memory})
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case w := <-h.Wakeups.C():
+			if w.Source == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no wake-up from %s in 20 s; notifiers %v; logs:\n%s", want, h.Wakeups.Active(), logs.String())
+		}
+	}
 }
