@@ -216,6 +216,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	// Until the reload is wired below, a SIGHUP must not end the agent.
+	signal.Ignore(syscall.SIGHUP)
 	if *decisionLog != "" {
 		dl, err := agent.OpenDecisionLog(*decisionLog)
 		if err != nil {
