@@ -28,6 +28,14 @@ func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) HostOptions {
 	return HostOptions{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: Auto, PSI: Off, MemoryEvents: Off, FastPoll: Off}
 }
 
+// stopHost ends a Host that never ran: Run with a done context closes its
+// notifiers and drops its lock.
+func stopHost(h *Host) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.Run(ctx)
+}
+
 // A second agent on the same workloads, or on cgroups inside or around
 // them, is refused with the PID of the first; one on another root is not.
 // A dry run (which changes nothing) may run beside a real agent.
@@ -65,15 +73,13 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("an agent on another root: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	sibling.Run(ctx)
-	first.Run(ctx) // returns at once and drops the lock
+	stopHost(sibling)
+	stopHost(first)
 	again, err := NewHost(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatalf("after the first agent stopped: %v", err)
 	}
-	again.Run(ctx)
+	stopHost(again)
 }
 
 // The workload root removed while the agent runs: every synchronize fails,
@@ -94,11 +100,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		h.Run(ctx)
-	}()
+	defer stopHost(h)
 	sync := func() Record { return h.Sync(context.Background(), Trigger{Reason: "timer", At: time.Now()}) }
 	sync()
 	if err := h.Healthy(); err != nil {
@@ -184,11 +186,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		h.Run(ctx)
-	}()
+	defer stopHost(h)
 	want := "memory.events " + root.Memory + "/memory.events"
 	if !slices.Contains(h.Wakeups.Active(), want) {
 		t.Fatalf("notifiers %v lack %q", h.Wakeups.Active(), want)

@@ -40,6 +40,18 @@ type WakeupConfig struct {
 	Log            *slog.Logger
 }
 
+// psiParams are the PSI trigger's stall and window, defaulted.
+func (cfg WakeupConfig) psiParams() (stall, window time.Duration) {
+	stall, window = cfg.PSIStall, cfg.PSIWind
+	if stall == 0 {
+		stall = notify.DefaultPSIStall
+	}
+	if window == 0 {
+		window = notify.DefaultPSIWindow
+	}
+	return stall, window
+}
+
 // Wakeups owns the notifiers. It is the agent's Waker and ThresholdUpdater.
 type Wakeups struct {
 	cfg    WakeupConfig
@@ -85,13 +97,7 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	}
 	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{}}
 	if cfg.PSI {
-		stall, win := cfg.PSIStall, cfg.PSIWind
-		if stall == 0 {
-			stall = notify.DefaultPSIStall
-		}
-		if win == 0 {
-			win = notify.DefaultPSIWindow
-		}
+		stall, win := cfg.psiParams()
 		f := "/proc/pressure/memory"
 		if t, err := notify.NewPSITrigger(p, w.waker, f, stall, win); err != nil {
 			w.failOnce("psi "+f, err)
@@ -123,13 +129,7 @@ func (w *Wakeups) watchRootLocked() {
 	}
 	w.rootIno = dirInode(cfg.PodsCgroup)
 	if cfg.PSI {
-		stall, win := cfg.PSIStall, cfg.PSIWind
-		if stall == 0 {
-			stall = notify.DefaultPSIStall
-		}
-		if win == 0 {
-			win = notify.DefaultPSIWindow
-		}
+		stall, win := cfg.psiParams()
 		f := cfg.PodsCgroup + "/memory.pressure"
 		if t, err := notify.NewPSITrigger(w.poller, w.waker, f, stall, win); err != nil {
 			w.failOnce("psi "+f, err)
