@@ -3,25 +3,16 @@ package v1
 import (
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 )
 
 // The v1 readers' parsers under random input: no panic; an error is a
 // *cgroup.ParseError (or says the file is empty); what parses is consistent.
-
-func addSeeds(f *testing.F, names ...string) {
-	for _, n := range names {
-		if b, err := os.ReadFile(filepath.Join("testdata", n)); err == nil {
-			f.Add(b)
-		}
-	}
-}
 
 // checkParseErr fails unless err is nil or a typed parse error.
 func checkParseErr(t *testing.T, err error) {
@@ -33,7 +24,7 @@ func checkParseErr(t *testing.T, err error) {
 }
 
 func FuzzParseMemoryStatV1(f *testing.F) {
-	addSeeds(f, "memory.stat.hog", "memory.stat.root")
+	cgrouptest.AddSeeds(f, "memory.stat.hog", "memory.stat.root")
 	f.Add([]byte("total_inactive_file 18446744073709551615\ncache -1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseMemoryStat(strings.NewReader(string(b)))
@@ -48,7 +39,7 @@ func FuzzParseMemoryStatV1(f *testing.F) {
 }
 
 func FuzzParseMemoryOOMControl(f *testing.F) {
-	addSeeds(f, "memory.oom_control")
+	cgrouptest.AddSeeds(f, "memory.oom_control")
 	f.Add([]byte("oom_kill_disable 0\nunder_oom 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, err := parseMemoryOOMControl(strings.NewReader(string(b)))
@@ -62,7 +53,7 @@ func FuzzParseMemoryOOMControl(f *testing.F) {
 }
 
 func FuzzParseCPUStatV1(f *testing.F) {
-	addSeeds(f, "cpu.stat")
+	cgrouptest.AddSeeds(f, "cpu.stat")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseCPUStat(strings.NewReader(string(b)))
 		checkParseErr(t, err)
@@ -77,7 +68,7 @@ func FuzzParseCPUStatV1(f *testing.F) {
 // The single-value files: a value that parses prints back as itself
 // (limits may also be the kernel's "unlimited" page-rounded maximum).
 func FuzzParseSingleValueFiles(f *testing.F) {
-	addSeeds(f, "cpuacct.usage", "memory.usage_in_bytes.hog", "memory.limit_in_bytes.64m", "memory.limit_in_bytes.unlimited")
+	cgrouptest.AddSeeds(f, "cpuacct.usage", "memory.usage_in_bytes.hog", "memory.limit_in_bytes.64m", "memory.limit_in_bytes.unlimited")
 	f.Add([]byte("max\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for name, parse := range map[string]func(io.Reader) (uint64, error){

@@ -1,26 +1,17 @@
 package v2
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 )
-
-func addSeeds(f *testing.F, names ...string) {
-	for _, n := range names {
-		if b, err := os.ReadFile(filepath.Join("testdata", n)); err == nil {
-			f.Add(b)
-		}
-	}
-}
 
 // cpu.stat under random input: no panic, and the fields agree with the
 // entries they come from.
 func FuzzParseCPUStatV2(f *testing.F) {
-	addSeeds(f, "cpu.stat", "cpu.stat.nocpu")
+	cgrouptest.AddSeeds(f, "cpu.stat", "cpu.stat.nocpu")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseCPUStat(strings.NewReader(string(b)))
 		if err != nil {
@@ -35,7 +26,7 @@ func FuzzParseCPUStatV2(f *testing.F) {
 
 // cgroup.events and pids.events: no panic on any input.
 func FuzzParseEventFiles(f *testing.F) {
-	addSeeds(f, "cgroup.events", "memory.events")
+	cgrouptest.AddSeeds(f, "cgroup.events", "memory.events")
 	f.Add([]byte("max 3\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parseCgroupEvents(strings.NewReader(string(b)))
