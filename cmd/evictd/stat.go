@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/safetext"
 )
 
 const statHelp = `
@@ -148,7 +149,7 @@ func writeStatTable(w io.Writer, stats []collect.CgroupStat) {
 	fmt.Fprintln(tw, "KIND\tNAME\tWORKING SET\tUSAGE\tINACTIVE FILE\tLIMIT\tTHROTTLED\tPERIODS\tOOM\tOOM KILLS\tMEM PSI some avg10")
 	var notes []string
 	row := func(s collect.CgroupStat, indent string) {
-		name := s.Cgroup
+		name := safetext.Escape(s.Cgroup) // a cgroup directory may be named with terminal escapes
 		switch {
 		case s.Kind == "container":
 			name = indent + shortID(s.ContainerID)

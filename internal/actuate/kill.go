@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/evictd/evictd/internal/cgroup"
 )
 
 // Mode is the cgroup mode of the workload cgroups.
@@ -300,18 +302,11 @@ func ProcsRecursive(dir string) ([]int, error) {
 	return pids, err
 }
 
+// readProcs reads dir's cgroup.procs with the cgroup package's parser (and
+// its fuzz target): a malformed line is an error, not a PID silently skipped
+// that would then survive the kill.
 func readProcs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil && p > 0 {
-			pids = append(pids, p)
-		}
-	}
-	return pids, nil
+	return cgroup.ReadFile(dir, "cgroup.procs", "", cgroup.ParsePIDs)
 }
 
 func procSet(dir string) (map[int]bool, error) {

@@ -117,6 +117,9 @@ type Config struct {
 	// BeforeEvict, when set, is called with the decision just before each
 	// kill starts (a kill can take the whole grace period).
 	BeforeEvict func(trig Trigger, d policy.Decision, act Action)
+	// UnhealthyAfter is how many synchronizes in a row may fail to observe
+	// the node before Healthy fails (0: DefaultUnhealthyAfter).
+	UnhealthyAfter int
 }
 
 // Agent runs the loop.
@@ -125,9 +128,10 @@ type Agent struct {
 	log       *slog.Logger
 	lastConds []v1.NodeConditionType
 	lastMet   []string
-	lastErr   string
+	lastErr   string // the Decision's error last logged
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+	faults    faults
 }
 
 // New checks cfg and returns an Agent.
@@ -359,28 +363,15 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		a.cfg.Metrics.observe(rec, clk.Now().Sub(start))
 	}
 	if a.cfg.StateFile != "" && !a.cfg.DryRun {
-		if err := SaveState(a.cfg.StateFile, eng.State()); err != nil {
-			a.log.Error("saving engine state failed", "file", a.cfg.StateFile, "err", err)
-		}
+		a.noteOutput(stageStateFile, SaveState(a.cfg.StateFile, eng.State()))
 	}
 	if a.cfg.DecisionLog != nil && interesting(rec) {
-		if err := a.cfg.DecisionLog.Write(rec); err != nil {
-			a.log.Error("writing the decision log failed", "err", err)
-		}
+		a.noteOutput(stageDecisionLog, a.cfg.DecisionLog.Write(rec))
 	}
 	if a.cfg.OnRecord != nil {
 		a.cfg.OnRecord(rec)
 	}
-	if perr != nil && a.lastErr != perr.Error() {
-		a.log.Error("listing workloads failed", "err", perr)
-		a.lastErr = perr.Error()
-	} else if serr != nil && a.lastErr != serr.Error() {
-		a.log.Error("reading stats failed", "err", serr)
-		a.lastErr = serr.Error()
-	} else if perr == nil && serr == nil && a.lastErr != "" {
-		a.log.Info("stats and workloads readable again")
-		a.lastErr = ""
-	}
+	a.noteObserve(now, perr, serr)
 	return rec
 }
 
@@ -423,8 +414,11 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 
 // logStateChanges logs node conditions and met thresholds when they change.
 func (a *Agent) logStateChanges(d policy.Decision) {
-	if d.Error != "" && d.Error != a.lastErr {
-		a.log.Warn("synchronize stopped early", "err", d.Error)
+	if d.Error != a.lastErr {
+		if d.Error != "" {
+			a.log.Warn("synchronize stopped early", "err", d.Error)
+		}
+		a.lastErr = d.Error
 	}
 	conds := slices.Clone(d.NodeConditions)
 	if !slices.Equal(conds, a.lastConds) {

@@ -60,13 +60,18 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 func (h *HostPods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.watch != nil && h.watch.ino != dirInode(h.Root) {
+		// The root was removed (and perhaps created again): the watch is
+		// on the dead directory, and cgroupfs sends no event for its
+		// removal. Watch the root created in its place from now on.
+		h.watch.close()
+		h.watch, h.cached = nil, nil
+	}
 	if h.watch == nil && !h.noWatch {
 		// Watch before listing, so a change during the listing is seen
-		// (as a spurious change) by the next call.
-		w, err := newDirWatch(h.Root)
-		if err != nil {
-			h.noWatch = true
-		} else {
+		// (as a spurious change) by the next call. Without a root to
+		// watch, list every time and try again at the next call.
+		if w, err := newDirWatch(h.Root); err == nil {
 			h.watch = w
 			h.cached = nil
 		}
@@ -144,9 +149,13 @@ func (h *HostPods) Close() error {
 }
 
 // dirWatch is an inotify watch on one directory's entries.
-type dirWatch struct{ fd int }
+type dirWatch struct {
+	fd  int
+	ino uint64 // the directory's inode: another one at its path means it was recreated
+}
 
 func newDirWatch(dir string) (*dirWatch, error) {
+	ino := dirInode(dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -156,7 +165,7 @@ func newDirWatch(dir string) (*dirWatch, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &dirWatch{fd: fd}, nil
+	return &dirWatch{fd: fd, ino: ino}, nil
 }
 
 // changed drains the pending events and reports whether there were any.
@@ -177,6 +186,15 @@ func (w *dirWatch) changed() bool {
 		}
 		got = true
 	}
+}
+
+// dirInode is the inode number of dir, 0 when it cannot be read.
+func dirInode(dir string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 func (w *dirWatch) close() error { return unix.Close(w.fd) }

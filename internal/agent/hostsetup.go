@@ -83,6 +83,7 @@ type Host struct {
 	Protector *protect.Protector // nil without HostOptions.MemoryQoS
 	Root      string             // absolute workload root
 	V2        bool
+	lock      *rootLock // nil in a dry run
 }
 
 // NewHost wires the collector, the workloads, the killer, the wake-ups and
@@ -125,6 +126,17 @@ func NewHost(o HostOptions) (*Host, error) {
 	}()
 	if _, err := pods.Workloads(); err != nil {
 		return nil, err
+	}
+	var lock *rootLock
+	if !o.DryRun { // a dry run changes nothing, so it may watch beside a real agent
+		if lock, err = lockWorkloadRoot(memRoot, root); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !wired {
+				lock.release()
+			}
+		}()
 	}
 	k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, DryRun: o.DryRun, Log: o.Log, GoneTimeout: o.GoneTimeout}
 	if v2 {
@@ -188,7 +200,7 @@ func NewHost(o HostOptions) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2}, nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2, lock: lock}, nil
 }
 
 // protectedPods is the agent's PodSource with memory QoS on: every listing
@@ -212,6 +224,7 @@ func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 // Run runs the loop until ctx is done, then stops the notifiers. What
 // memory QoS wrote stays in place (docs/qos.md).
 func (h *Host) Run(ctx context.Context) error {
+	defer h.lock.release()
 	defer h.Wakeups.Close()
 	defer h.Pods.Close()
 	if h.Protector != nil {

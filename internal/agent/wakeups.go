@@ -40,6 +40,18 @@ type WakeupConfig struct {
 	Log            *slog.Logger
 }
 
+// psiParams are the PSI trigger's stall and window, defaulted.
+func (cfg WakeupConfig) psiParams() (stall, window time.Duration) {
+	stall, window = cfg.PSIStall, cfg.PSIWind
+	if stall == 0 {
+		stall = notify.DefaultPSIStall
+	}
+	if window == 0 {
+		window = notify.DefaultPSIWindow
+	}
+	return stall, window
+}
+
 // Wakeups owns the notifiers. It is the agent's Waker and ThresholdUpdater.
 type Wakeups struct {
 	cfg    WakeupConfig
@@ -57,6 +69,13 @@ type Wakeups struct {
 	fast         *notify.FastPoll // nil without the fast poll
 	cancel       context.CancelFunc
 	active       []string
+
+	// The notifiers on the pods cgroup's own files (v2 memory.pressure and
+	// memory.events) die with the cgroup: when the workload root is
+	// removed and created again they are set up again on the new one.
+	rootIno    uint64
+	rootClose  []func() error
+	rootActive []string
 }
 
 type headroomBase struct {
@@ -78,37 +97,18 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	}
 	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{}}
 	if cfg.PSI {
-		stall, win := cfg.PSIStall, cfg.PSIWind
-		if stall == 0 {
-			stall = notify.DefaultPSIStall
-		}
-		if win == 0 {
-			win = notify.DefaultPSIWindow
-		}
-		files := []string{"/proc/pressure/memory"}
-		if cfg.V2 && cfg.PodsCgroup != "" {
-			files = append(files, cfg.PodsCgroup+"/memory.pressure")
-		}
-		for _, f := range files {
-			t, err := notify.NewPSITrigger(p, w.waker, f, stall, win)
-			if err != nil {
-				w.failOnce("psi "+f, err)
-				continue
-			}
+		stall, win := cfg.psiParams()
+		f := "/proc/pressure/memory"
+		if t, err := notify.NewPSITrigger(p, w.waker, f, stall, win); err != nil {
+			w.failOnce("psi "+f, err)
+		} else {
 			w.closer = append(w.closer, t.Close)
 			w.active = append(w.active, "psi "+f)
 		}
 	}
-	if cfg.MemoryEvents && cfg.V2 && cfg.PodsCgroup != "" {
-		f := cfg.PodsCgroup + "/memory.events"
-		ew, err := notify.NewEventsWatch(p, w.waker, f)
-		if err != nil {
-			w.failOnce("memory.events "+f, err)
-		} else {
-			w.closer = append(w.closer, ew.Close)
-			w.active = append(w.active, "memory.events "+f)
-		}
-	}
+	w.mu.Lock()
+	w.watchRootLocked()
+	w.mu.Unlock()
 	if cfg.FastPoll && cfg.ReadPodsMemory != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
@@ -121,12 +121,60 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	return w, nil
 }
 
+// watchRootLocked sets up the notifiers on the pods cgroup's files (v2).
+func (w *Wakeups) watchRootLocked() {
+	cfg := w.cfg
+	if !cfg.V2 || cfg.PodsCgroup == "" {
+		return
+	}
+	w.rootIno = dirInode(cfg.PodsCgroup)
+	if cfg.PSI {
+		stall, win := cfg.psiParams()
+		f := cfg.PodsCgroup + "/memory.pressure"
+		if t, err := notify.NewPSITrigger(w.poller, w.waker, f, stall, win); err != nil {
+			w.failOnce("psi "+f, err)
+		} else {
+			w.rootClose = append(w.rootClose, t.Close)
+			w.rootActive = append(w.rootActive, "psi "+f)
+		}
+	}
+	if cfg.MemoryEvents {
+		f := cfg.PodsCgroup + "/memory.events"
+		if ew, err := notify.NewEventsWatch(w.poller, w.waker, f); err != nil {
+			w.failOnce("memory.events "+f, err)
+		} else {
+			w.rootClose = append(w.rootClose, ew.Close)
+			w.rootActive = append(w.rootActive, "memory.events "+f)
+		}
+	}
+}
+
+// rewatchRoot sets the pods cgroup's notifiers up again when the cgroup was
+// created anew since they were (another inode at its path).
+func (w *Wakeups) rewatchRoot() {
+	if !w.cfg.V2 || w.cfg.PodsCgroup == "" {
+		return
+	}
+	ino := dirInode(w.cfg.PodsCgroup)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ino == 0 || ino == w.rootIno {
+		return
+	}
+	for _, c := range w.rootClose {
+		c()
+	}
+	w.rootClose, w.rootActive = nil, nil
+	w.watchRootLocked()
+	w.log.Info("workload root created anew; its notifiers are set up again", "cgroup", w.cfg.PodsCgroup, "notifiers", w.rootActive)
+}
+
 // Active lists the notifiers that are running (memcg thresholds appear after
 // the first Update).
 func (w *Wakeups) Active() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := append([]string(nil), w.active...)
+	out := append(append([]string(nil), w.active...), w.rootActive...)
 	for k, m := range w.memcg {
 		if m.Threshold() > 0 {
 			out = append(out, "memcg-threshold "+k)
@@ -154,6 +202,7 @@ func (w *Wakeups) Sink() notify.Sink { return w.waker }
 
 // Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
 func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
+	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
 	for _, t := range thresholds {
@@ -241,7 +290,7 @@ func (w *Wakeups) Close() error {
 	for _, m := range w.memcg {
 		m.Close()
 	}
-	for _, c := range w.closer {
+	for _, c := range append(w.closer, w.rootClose...) {
 		c()
 	}
 	w.mu.Unlock()

@@ -2,10 +2,11 @@ package load
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Kubelet configuration identity, as the kubelet's config-file loader wants it.
@@ -16,7 +17,7 @@ const (
 
 // KubeletConfigFile reads and decodes a KubeletConfiguration file.
 func KubeletConfigFile(path string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func ParseKubeletConfig(data []byte, name string) (*kubeletconfigv1beta1.Kubelet
 // that must tell an explicit zero ("evictionPressureTransitionPeriod: 0s")
 // from an absent field.
 func KubeletConfigFileFields(path string) (*kubeletconfigv1beta1.KubeletConfiguration, map[string]bool, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,11 +83,44 @@ func ParseKubeletConfigFields(data []byte, name string) (*kubeletconfigv1beta1.K
 	return kc, present, nil
 }
 
-// readFile reads a whole input file; its errors already name the path.
-func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// KubeletConfigFileLenient reads a KubeletConfiguration as the kubelet
+// itself does; see ParseKubeletConfigLenient.
+func KubeletConfigFileLenient(path string) (*kubeletconfigv1beta1.KubeletConfiguration, []error, error) {
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, &Error{File: path, Err: err}
+		return nil, nil, err
 	}
-	return data, nil
+	return ParseKubeletConfigLenient(data, path)
+}
+
+// ParseKubeletConfigLenient decodes strictly and, when that fails only on
+// unknown fields or duplicate keys, decodes again leniently (the last
+// duplicate wins, unknown fields are dropped) and returns each of them as a
+// warning: the kubelet's own config loader does exactly that, so an agent
+// must not refuse a file its kubelet runs with. Every other error (a wrong
+// type, a bad kind, the wrong kind of file) is still an error. `evictd lint`
+// uses the strict ParseKubeletConfig and reports them as findings.
+func ParseKubeletConfigLenient(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, []error, error) {
+	kc, err := ParseKubeletConfig(data, name)
+	if err == nil || !(errors.Is(err, ErrUnknownField) || errors.Is(err, ErrDuplicateKey)) {
+		return kc, nil, err
+	}
+	var dups []*Error
+	js, _, err := convert(data, name, &dups)
+	if err != nil {
+		return nil, nil, err
+	}
+	kc = &kubeletconfigv1beta1.KubeletConfiguration{}
+	strictErrs, err := sigsjson.UnmarshalStrict(js, kc)
+	if err != nil {
+		return nil, nil, decodeStrict(js, name, "", kc) // names the field and value
+	}
+	var warnings []error
+	for _, d := range dups {
+		warnings = append(warnings, d)
+	}
+	for _, e := range strictErrs {
+		warnings = append(warnings, strictError(e, name, ""))
+	}
+	return kc, warnings, nil
 }

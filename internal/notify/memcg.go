@@ -64,7 +64,8 @@ type MemcgThreshold struct {
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
 	token     int32
-	threshold int64 // the usage threshold (the kernel holds firstPageAbove of it)
+	threshold int64  // the usage threshold (the kernel holds firstPageAbove of it)
+	ino       uint64 // inode of dir when registered: a new one means the cgroup was recreated
 	lastBuilt time.Time
 	closed    bool
 }
@@ -107,6 +108,12 @@ func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (reb
 	if m.closed {
 		return false, ErrClosed
 	}
+	if m.eventfd >= 0 && m.ino != dirInode(m.dir) {
+		// The cgroup was removed (and perhaps created again): its
+		// registration died with it and would never fire. Register on the
+		// new one now, not after the rate limit.
+		m.unregisterLocked()
+	}
 	if m.eventfd >= 0 && now.Sub(m.lastBuilt) < m.RefreshInterval {
 		return false, nil
 	}
@@ -136,6 +143,7 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		return fmt.Errorf("memcg threshold for %s in %s: %d bytes is not positive", m.name, m.dir, threshold)
 	}
 	m.unregisterLocked()
+	ino := dirInode(m.dir)
 	efd, now, err := registerMemcgThreshold(m.dir, firstPageAbove(threshold))
 	if err != nil {
 		return err
@@ -149,13 +157,22 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		unix.Close(efd)
 		return err
 	}
-	m.eventfd, m.token, m.threshold = efd, tok, threshold
+	m.eventfd, m.token, m.threshold, m.ino = efd, tok, threshold, ino
 	if now >= 0 && (now > threshold) != (usage > threshold) {
 		// Crossed between the Summary and the registration: the kernel
 		// will not signal a crossing that happened before it knew the value.
 		m.sink.Wake(Wake{Source: src, At: time.Now()})
 	}
 	return nil
+}
+
+// dirInode is the inode number of dir, 0 when it cannot be read (removed).
+func dirInode(dir string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // pageSize is the unit the kernel counts memcg usage and thresholds in.

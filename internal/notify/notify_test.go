@@ -106,15 +106,24 @@ func newMemcgFixture(t *testing.T) (*sandbox.Sandbox, sandbox.Cgroup, *Poller, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, w, m := newMemcgOn(t, s.Parent.Memory)
+	return s, c, p, w, m
+}
+
+// newMemcgOn makes a poller, a waker and an unregistered
+// allocatableMemory.available notifier on the cgroup at dir, closed at
+// cleanup.
+func newMemcgOn(t *testing.T, dir string) (*Poller, *Waker, *MemcgThreshold) {
+	t.Helper()
 	p, err := NewPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
 	w := NewWaker()
-	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
+	m := NewMemcgThreshold(p, w, "allocatableMemory.available", dir)
 	t.Cleanup(func() { m.Close() })
-	return s, c, p, w, m
+	return p, w, m
 }
 
 // A hog crossing the registered usage threshold wakes the waiter, and its
