@@ -3,8 +3,6 @@ package agent
 import (
 	"log/slog"
 	"sync"
-
-	"github.com/evictd/evictd/internal/workload"
 )
 
 // Reloader runs the reloads asked for with SIGHUP. Each consumer (the
@@ -57,25 +55,4 @@ func (r *Reloader) Reload() (failed int) {
 		r.log.Info("reloaded", "what", h.name)
 	}
 	return failed
-}
-
-// SetFile replaces the workloads file; the next listing uses it.
-func (h *HostPods) SetFile(f *workload.File) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.File = f
-	h.cached = nil // the Pods built from the old file
-}
-
-// ReloadWorkloadsFile returns the reload of the workloads file at path for
-// a Reloader: read and check the whole file, then swap it in.
-func (h *HostPods) ReloadWorkloadsFile(path string) func() error {
-	return func() error {
-		f, err := workload.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		h.SetFile(f)
-		return nil
-	}
 }

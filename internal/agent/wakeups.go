@@ -8,12 +8,35 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
+
+// Tri is an on/off/auto switch.
+type Tri string
+
+const (
+	Auto Tri = "auto"
+	On   Tri = "on"
+	Off  Tri = "off"
+)
+
+// ParseTri parses auto|on|off.
+func ParseTri(s string) (Tri, error) {
+	switch Tri(s) {
+	case Auto, On, Off:
+		return Tri(s), nil
+	}
+	return "", fmt.Errorf("%q: want auto, on or off", s)
+}
+
+// Enabled says whether the switch is on, auto meaning what "auto" resolves
+// to here.
+func (t Tri) Enabled(auto bool) bool { return t == On || (t == Auto && auto) }
 
 // WakeupConfig says which kernel wake-ups to set up.
 type WakeupConfig struct {
@@ -298,4 +321,13 @@ func (w *Wakeups) Close() error {
 		return fmt.Errorf("close poller: %w", err)
 	}
 	return nil
+}
+
+// dirInode is the inode number of dir, 0 when it cannot be read.
+func dirInode(dir string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }

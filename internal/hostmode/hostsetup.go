@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/notify"
@@ -20,26 +21,6 @@ import (
 	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
-
-// Tri is an on/off/auto switch.
-type Tri string
-
-const (
-	Auto Tri = "auto"
-	On   Tri = "on"
-	Off  Tri = "off"
-)
-
-// ParseTri parses auto|on|off.
-func ParseTri(s string) (Tri, error) {
-	switch Tri(s) {
-	case Auto, On, Off:
-		return Tri(s), nil
-	}
-	return "", fmt.Errorf("%q: want auto, on or off", s)
-}
-
-func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
 
 // HostOptions configure evictd on a host whose workloads are cgroups under
 // a workload root.
@@ -51,16 +32,16 @@ type HostOptions struct {
 	DryRun       bool
 	Interval     time.Duration
 	StateFile    string
-	DecisionLog  *DecisionLog
-	Metrics      *Metrics
+	DecisionLog  *agent.DecisionLog
+	Metrics      *agent.Metrics
 	Hooks        map[string][]actuate.Hook
 	HookTimeout  time.Duration
 	Log          *slog.Logger
-	OnRecord     func(Record)
-	BeforeEvict  func(Trigger, policy.Decision, Action)
-	Clock        Clock
+	OnRecord     func(agent.Record)
+	BeforeEvict  func(agent.Trigger, policy.Decision, agent.Action)
+	Clock        agent.Clock
 
-	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
 	PSIStall, PSIWindow                            time.Duration
 	FastPollMin, FastPollMax                       time.Duration
 	NotifierRefresh                                time.Duration
@@ -74,11 +55,11 @@ type HostOptions struct {
 
 // Host is an Agent wired to the live host.
 type Host struct {
-	*Agent
+	*agent.Agent
 	Collector *collect.Collector
 	Pods      *HostPods
 	Stats     *HostStats
-	Wakeups   *Wakeups
+	Wakeups   *agent.Wakeups
 	Killer    *actuate.Killer
 	Protector *protect.Protector // nil without HostOptions.MemoryQoS
 	Root      string             // absolute workload root
@@ -155,13 +136,13 @@ func NewHost(o HostOptions) (*Host, error) {
 		}
 	}
 	podsDir := root
-	wk, err := NewWakeups(WakeupConfig{
+	wk, err := agent.NewWakeups(agent.WakeupConfig{
 		MemoryRoot: memRoot, PodsCgroup: podsDir, V2: v2,
-		MemcgThresholds: o.MemcgNotification.enabled(!v2) && hasMemThreshold && !v2,
+		MemcgThresholds: o.MemcgNotification.Enabled(!v2) && hasMemThreshold && !v2,
 		RefreshInterval: o.NotifierRefresh,
-		PSI:             o.PSI.enabled(v2), PSIStall: o.PSIStall, PSIWind: o.PSIWindow,
-		MemoryEvents: o.MemoryEvents.enabled(v2) && v2,
-		FastPoll:     o.FastPoll.enabled(v2) && hasMemThreshold, FastMin: o.FastPollMin, FastMax: o.FastPollMax,
+		PSI:             o.PSI.Enabled(v2), PSIStall: o.PSIStall, PSIWind: o.PSIWindow,
+		MemoryEvents: o.MemoryEvents.Enabled(v2) && v2,
+		FastPoll:     o.FastPoll.Enabled(v2) && hasMemThreshold, FastMin: o.FastPollMin, FastMax: o.FastPollMax,
 		ReadPodsMemory: func() (uint64, error) {
 			m, err := wl.ReadPodsCgroupMemory()
 			return m.WorkingSet, err
@@ -171,15 +152,15 @@ func NewHost(o HostOptions) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.MemcgNotification == On && v2 {
+	if o.MemcgNotification == agent.On && v2 {
 		o.Log.Warn("memcg threshold notification asked for, but cgroup v2 has no cgroup.event_control (kubernetes#106331); using PSI, memory.events and the fast poll")
 	}
-	var rec Reclaimer
+	var rec agent.Reclaimer
 	if len(o.Hooks) > 0 {
 		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
 	}
 	var prot *protect.Protector
-	var podSource PodSource = pods
+	var podSource agent.PodSource = pods
 	if o.MemoryQoS != nil {
 		s := *o.MemoryQoS
 		s.CgroupV2 = v2
@@ -190,7 +171,7 @@ func NewHost(o HostOptions) (*Host, error) {
 		podSource = &protectedPods{HostPods: pods, Protector: prot}
 	}
 	stats := &HostStats{Collector: wl, Pods: pods, RootRel: rootRel}
-	a, err := New(Config{
+	a, err := agent.New(agent.Config{
 		Engine: eng, Stats: stats, Pods: podSource, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,

@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
@@ -255,13 +256,13 @@ type HostEvictor struct {
 
 // Evict implements Evictor: SIGTERM, then the fork-proof kill at the grace
 // deadline, waiting (bounded) until the cgroup is empty.
-func (h *HostEvictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (EvictResult, error) {
+func (h *HostEvictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (agent.EvictResult, error) {
 	dir := pod.Annotations[workload.CgroupAnnotation]
 	if dir == "" {
-		return EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
+		return agent.EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
 	}
 	res, err := h.Killer.Kill(ctx, actuate.Target{Name: pod.Name, Cgroup: dir}, grace)
-	out := EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
+	out := agent.EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
 	switch {
 	case res.DryRun:
 		out.Method = "dry-run (would SIGTERM, then " + res.HardKill + ")"
