@@ -77,10 +77,11 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// ThresholdUpdater is told about each Summary so that it can move kernel
+// ThresholdUpdater is told about each Summary, with the engine's thresholds
+// resolved against it (policy.Engine.Resolve), so that it can move kernel
 // thresholds (v1 memcg eventfd, fast-poll headroom). It rate-limits itself.
 type ThresholdUpdater interface {
-	Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold)
+	Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold)
 }
 
 // realClock is the wall clock.
@@ -310,7 +311,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	now := clk.Now()
 	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
 	if summary != nil && a.cfg.Updater != nil {
-		a.cfg.Updater.Update(now, summary, eng.Thresholds())
+		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
 	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
 	if d.ReclaimPending {

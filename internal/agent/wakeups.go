@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -150,7 +149,7 @@ func (w *Wakeups) watchRootLocked() {
 	if !cfg.V2 || cfg.PodsCgroup == "" {
 		return
 	}
-	w.rootIno = dirInode(cfg.PodsCgroup)
+	w.rootIno = cgroup.DirInode(cfg.PodsCgroup)
 	if cfg.PSI {
 		stall, win := cfg.psiParams()
 		f := cfg.PodsCgroup + "/memory.pressure"
@@ -178,7 +177,7 @@ func (w *Wakeups) rewatchRoot() {
 	if !w.cfg.V2 || w.cfg.PodsCgroup == "" {
 		return
 	}
-	ino := dirInode(w.cfg.PodsCgroup)
+	ino := cgroup.DirInode(w.cfg.PodsCgroup)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ino == 0 || ino == w.rootIno {
@@ -223,12 +222,16 @@ func (w *Wakeups) C() <-chan notify.Wake { return w.waker.C() }
 // Sink lets others (tests, the demo) inject wake-ups.
 func (w *Wakeups) Sink() notify.Sink { return w.waker }
 
-// Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
-func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
+// Update moves the memcg thresholds (rate-limited) and the fast-poll
+// baseline. The capacity, the available amount and the threshold in bytes
+// are the engine's (resolved); the Summary gives what only the notifiers
+// need: the usage (memcg counts page cache in it) and the pods' working set.
+func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold) {
 	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
-	for _, t := range thresholds {
+	for _, r := range resolved {
+		t := r.Threshold
 		var ms *statsv1alpha1.MemoryStats
 		dir := w.cfg.MemoryRoot
 		switch t.Signal {
@@ -239,12 +242,11 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		default:
 			continue
 		}
-		if ms == nil || ms.AvailableBytes == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
+		if ms == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
 			continue
 		}
-		capacity := int64(*ms.AvailableBytes + *ms.WorkingSetBytes)
-		thr := policy.ThresholdQuantity(t.Value, resource.NewQuantity(capacity, resource.BinarySI)).Value()
-		heads = append(heads, int64(*ms.AvailableBytes)-thr)
+		capacity, thr := r.Observation.Capacity.Value(), r.Quantity.Value()
+		heads = append(heads, r.Observation.Available.Value()-thr)
 		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
 			continue
 		}
@@ -321,13 +323,4 @@ func (w *Wakeups) Close() error {
 		return fmt.Errorf("close poller: %w", err)
 	}
 	return nil
-}
-
-// dirInode is the inode number of dir, 0 when it cannot be read.
-func dirInode(dir string) uint64 {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0
-	}
-	return st.Ino
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
@@ -61,7 +62,7 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 func (h *HostPods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watch != nil && h.watch.ino != dirInode(h.Root) {
+	if h.watch != nil && h.watch.ino != cgroup.DirInode(h.Root) {
 		// The root was removed (and perhaps created again): the watch is
 		// on the dead directory, and cgroupfs sends no event for its
 		// removal. Watch the root created in its place from now on.
@@ -156,7 +157,7 @@ type dirWatch struct {
 }
 
 func newDirWatch(dir string) (*dirWatch, error) {
-	ino := dirInode(dir)
+	ino := cgroup.DirInode(dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -187,15 +188,6 @@ func (w *dirWatch) changed() bool {
 		}
 		got = true
 	}
-}
-
-// dirInode is the inode number of dir, 0 when it cannot be read.
-func dirInode(dir string) uint64 {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0
-	}
-	return st.Ino
 }
 
 func (w *dirWatch) close() error { return unix.Close(w.fd) }
