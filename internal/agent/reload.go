@@ -5,8 +5,9 @@ import (
 	"sync"
 )
 
-// Reloader runs the reloads asked for with SIGHUP. Each consumer (the
-// workloads file here; other settings read from files may add theirs)
+// Reloader runs the reloads asked for with SIGHUP. Each consumer (host
+// mode's workloads file, hostmode.HostPods.ReloadWorkloadsFile; other
+// settings read from files may add theirs)
 // registers a function that reads its file again and applies it only when
 // the whole file is valid: a bad file is logged and the running
 // configuration kept, so nothing is ever half-applied.
