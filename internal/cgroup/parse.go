@@ -149,34 +149,3 @@ func Lookup(entries []Entry, key string) (uint64, bool) {
 	}
 	return 0, false
 }
-
-// ParsePIDs parses cgroup.procs (or tasks): one PID per line.
-func ParsePIDs(r io.Reader) ([]int, error) {
-	b, err := Bytes(r)
-	if err != nil {
-		return nil, err
-	}
-	pids := make([]int, 0, bytes.Count(b, []byte{'\n'}))
-	line := 0
-	for len(b) > 0 {
-		line++
-		var l []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			l, b = b[:i], b[i+1:]
-		} else {
-			l, b = b, nil
-		}
-		if len(l) == 0 {
-			continue
-		}
-		v, err := ParseUint(l)
-		if err != nil || v == 0 || v > math.MaxInt32 || l[0] == '-' {
-			if err == nil {
-				err = ErrNotNumber
-			}
-			return nil, &ParseError{Line: line, Token: string(l), Err: err}
-		}
-		pids = append(pids, int(v))
-	}
-	return pids, nil
-}

@@ -336,11 +336,6 @@ func parseCgroupEvents(r io.Reader) (CgroupEvents, error) {
 	return c, nil
 }
 
-// ReadCgroupProcs reads cgroup.procs: the PIDs in this cgroup only.
-func ReadCgroupProcs(dir string) ([]int, error) {
-	return cgroup.ReadFile(dir, "cgroup.procs", since, cgroup.ParsePIDs)
-}
-
 // ReadCgroupControllers reads cgroup.controllers.
 func ReadCgroupControllers(dir string) ([]string, error) {
 	return cgroup.ReadCgroupControllers(dir)

@@ -209,7 +209,7 @@ func TestRealV2MemoryCgroup(t *testing.T) {
 	if m, err := ReadMemoryMax(dir); err != nil || m != 128<<20 {
 		t.Errorf("memory.max %d %v", m, err)
 	}
-	if pids, err := ReadCgroupProcs(dir); err != nil || len(pids) != 1 || pids[0] != hog.PID {
+	if pids, err := cgroup.ReadCgroupProcs(dir); err != nil || len(pids) != 1 || pids[0] != hog.PID {
 		t.Errorf("cgroup.procs %v %v", pids, err)
 	}
 	if ev, err := ReadCgroupEvents(dir); err != nil || !ev.Populated {
