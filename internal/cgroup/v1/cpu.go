@@ -60,4 +60,3 @@ func ReadPidsMax(dir string) (uint64, error) {
 }
 
 func parsePidsMax(r io.Reader) (uint64, error) { return cgroup.ParseSingle(r, cgroup.ParseLimit) }
-
