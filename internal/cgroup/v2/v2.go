@@ -173,6 +173,12 @@ func ReadMemoryEventsLocal(dir string) (MemoryEvents, error) {
 	return cgroup.ReadFile(dir, "memory.events.local", "5.2", parseMemoryEvents)
 }
 
+// ReadMemoryEventsFd reads memory.events through a descriptor the caller
+// keeps open to poll it (POLLPRI); path names the file in errors.
+func ReadMemoryEventsFd(fd int, path string) (MemoryEvents, error) {
+	return cgroup.ReadFd(fd, path, parseMemoryEvents)
+}
+
 func parseMemoryEvents(r io.Reader) (MemoryEvents, error) {
 	var m MemoryEvents
 	var err error
