@@ -165,6 +165,21 @@ func TestReadCgroupProcs(t *testing.T) {
 	if _, err := ReadCgroupProcsRecursive(gone); !IsVanished(err) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("gone: %v; want a vanished error", err)
 	}
+	if n, err := ReadCgroupProcsCount(dir); err != nil || n != 1 {
+		t.Errorf("count: %d, %v", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("7\n8"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ReadCgroupProcsCount(dir); err != nil || n != 2 {
+		t.Errorf("count without a final newline: %d, %v", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("7\nx\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ReadCgroupProcsCount(dir); !errors.Is(err, ErrNotPID) {
+		t.Errorf("count with a bad token: %d, %v; want an error", n, err)
+	}
 	if _, err := ReadCgroupProcs(gone); !IsVanished(err) {
 		t.Errorf("gone: %v; want a vanished error", err)
 	}

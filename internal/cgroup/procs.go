@@ -62,6 +62,17 @@ func ReadCgroupProcsRecursive(dir string) ([]int, error) {
 	return pids, err
 }
 
+// ReadCgroupProcsCount counts the PIDs in cgroup.procs without keeping
+// them (the Summary's process counts), with ReadCgroupProcs's errors.
+func ReadCgroupProcsCount(dir string) (uint64, error) {
+	return ReadFile(dir, "cgroup.procs", cgroupProcsSince, parseCgroupProcsCount)
+}
+
+// ReadCgroupProcsCountAt is ReadCgroupProcsCount in an opened cgroup directory.
+func ReadCgroupProcsCountAt(d *Dir) (uint64, error) {
+	return ReadFileAt(d, "cgroup.procs", cgroupProcsSince, parseCgroupProcsCount)
+}
+
 // parseCgroupProcs parses cgroup.procs (or v1 tasks): one PID per line.
 func parseCgroupProcs(r io.Reader) ([]int, error) {
 	b, err := Bytes(r)
@@ -69,6 +80,28 @@ func parseCgroupProcs(r io.Reader) ([]int, error) {
 		return nil, err
 	}
 	pids := make([]int, 0, bytes.Count(b, []byte{'\n'}))
+	if err := scanCgroupProcs(b, func(pid int) { pids = append(pids, pid) }); err != nil {
+		return nil, err
+	}
+	return pids, nil
+}
+
+// parseCgroupProcsCount is parseCgroupProcs that only counts.
+func parseCgroupProcsCount(r io.Reader) (uint64, error) {
+	b, err := Bytes(r)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if err := scanCgroupProcs(b, func(int) { n++ }); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// scanCgroupProcs calls each for every PID of cgroup.procs content b; a token
+// that is not a PID is a *ParseError naming the line and token.
+func scanCgroupProcs(b []byte, each func(pid int)) error {
 	line := 0
 	for len(b) > 0 {
 		line++
@@ -83,9 +116,9 @@ func parseCgroupProcs(r io.Reader) ([]int, error) {
 		}
 		v, err := ParseUint(l)
 		if err != nil || v == 0 || v > math.MaxInt32 || l[0] == '-' {
-			return nil, &ParseError{Line: line, Token: string(l), Err: ErrNotPID}
+			return &ParseError{Line: line, Token: string(l), Err: ErrNotPID}
 		}
-		pids = append(pids, int(v))
+		each(int(v))
 	}
-	return pids, nil
+	return nil
 }

@@ -6,8 +6,6 @@
 package collect
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/evictd/evictd/internal/cgroup"
 )
 
 // Workload is one pod, or one plain workload, found in the cgroup hierarchy.
@@ -89,7 +87,7 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 			return
 		}
 		w := Workload{Name: name, PodUID: uid, QOS: qos, Cgroup: path.Join(parent, name)}
-		cs, err := subdirs(root + w.Cgroup)
+		cs, err := cgroup.Children(root + w.Cgroup)
 		if errors.Is(err, fs.ErrNotExist) {
 			return // the pod went away while we looked
 		}
@@ -210,57 +208,4 @@ func parseContainerCgroupName(n string) (id, runtime string, ok bool) {
 	}
 	// cgroupfs driver: the directory is the container ID itself.
 	return n, "", n != ""
-}
-
-// subdirs lists the names of dir's subdirectories. A cgroup directory holds
-// dozens of control files beside its few children: reading the entries raw
-// (getdents64) and keeping only directories saves os.ReadDir's allocation
-// and sorting of every file entry, a tenth of an eviction-only Summary.
-// Sorted, as os.ReadDir's.
-func subdirs(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	var out []string
-	var buf [8192]byte
-	for {
-		n, err := unix.Getdents(fd, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "getdents", Path: dir, Err: err}
-		}
-		if n <= 0 {
-			sort.Strings(out)
-			return out, nil
-		}
-		// struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name\0
-		for off := 0; off+19 <= n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen == 0 || off+reclen > n {
-				break
-			}
-			typ := buf[off+18]
-			name := buf[off+19 : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if typ == unix.DT_UNKNOWN { // a filesystem without d_type (fixtures): ask
-				var st unix.Stat_t
-				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-					typ = unix.DT_DIR
-				}
-			}
-			if typ == unix.DT_DIR && string(name) != "." && string(name) != ".." {
-				out = append(out, string(name))
-			}
-			off += reclen
-		}
-	}
 }
