@@ -76,7 +76,7 @@ func DetectPodsCgroup(root string) (string, error) {
 // being listed is skipped.
 func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 	podsCgroup = "/" + strings.Trim(podsCgroup, "/")
-	top, err := os.ReadDir(root + podsCgroup)
+	top, err := cgroup.Children(root + podsCgroup)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods cgroup: %w", err)
 	}
@@ -98,20 +98,14 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 		}
 		out = append(out, w)
 	}
-	for _, e := range top {
-		if !e.IsDir() {
-			continue
-		}
-		n := e.Name()
+	for _, n := range top {
 		if qos, ok := parseQOSCgroupName(n); ok {
-			sub, err := os.ReadDir(root + path.Join(podsCgroup, n))
+			sub, err := cgroup.Children(root + path.Join(podsCgroup, n))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("listing %s pods: %w", qos, err)
 			}
 			for _, p := range sub {
-				if p.IsDir() {
-					add(path.Join(podsCgroup, n), p.Name(), qos)
-				}
+				add(path.Join(podsCgroup, n), p, qos)
 			}
 			continue
 		}
@@ -125,15 +119,13 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 // root): each child cgroup is one workload, named after its directory.
 func DiscoverPlain(root, workloadRoot string) ([]Workload, error) {
 	workloadRoot = "/" + strings.Trim(workloadRoot, "/")
-	es, err := os.ReadDir(root + workloadRoot)
+	es, err := cgroup.Children(root + workloadRoot)
 	if err != nil {
 		return nil, fmt.Errorf("listing workload root: %w", err)
 	}
 	var out []Workload
 	for _, e := range es {
-		if e.IsDir() {
-			out = append(out, Workload{Name: e.Name(), Cgroup: path.Join(workloadRoot, e.Name())})
-		}
+		out = append(out, Workload{Name: e, Cgroup: path.Join(workloadRoot, e)})
 	}
 	return out, nil
 }
