@@ -25,6 +25,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/load"
 )
@@ -296,14 +297,12 @@ func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 		f = &File{}
 	}
 	rels := map[string]bool{}
-	ents, err := os.ReadDir(root)
+	children, err := cgroup.Children(root)
 	if err != nil {
 		return nil, fmt.Errorf("workload root: %w", err)
 	}
-	for _, e := range ents {
-		if e.IsDir() {
-			rels[e.Name()] = true
-		}
+	for _, c := range children {
+		rels[c] = true
 	}
 	claimed := map[string]bool{}
 	var out []Workload
