@@ -1,12 +1,9 @@
 package archtest
 
 import (
-	"bytes"
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -64,24 +61,9 @@ var openAllowed = map[string]string{
 // by path, unless openAllowed lists the call: every /sys/fs/cgroup and /proc
 // read goes through the readers in internal/cgroup and internal/host.
 func TestKernelReadsStayInTheEdges(t *testing.T) {
-	cmd := exec.Command("go", "list", "-json", module+"/cmd/...", module+"/internal/...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
 	used := map[string]bool{}
 	scanned, edges := 0, 0
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p listedPackage
-		if err := dec.Decode(&p); err != nil {
-			t.Fatalf("decoding go list output: %v", err)
-		}
-		if p.Error != nil {
-			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
-		}
+	for _, p := range goList(t, module+"/cmd/...", module+"/internal/...") {
 		if edgePackages[p.ImportPath] {
 			edges++
 			continue

@@ -114,15 +114,9 @@ func ParseFlatKeyed(r io.Reader, keys Keys, into []Entry) ([]Entry, error) {
 	if err != nil {
 		return into, err
 	}
-	line := 0
-	for len(b) > 0 {
-		line++
+	for line := 1; len(b) > 0; line++ {
 		var l []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			l, b = b[:i], b[i+1:]
-		} else {
-			l, b = b, nil
-		}
+		l, b = nextLine(b)
 		if len(l) == 0 {
 			continue
 		}
@@ -148,4 +142,12 @@ func Lookup(entries []Entry, key string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// nextLine splits b at its first newline: the line without it, and the rest.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
 }

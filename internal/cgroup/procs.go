@@ -102,15 +102,9 @@ func parseCgroupProcsCount(r io.Reader) (uint64, error) {
 // scanCgroupProcs calls each for every PID of cgroup.procs content b; a token
 // that is not a PID is a *ParseError naming the line and token.
 func scanCgroupProcs(b []byte, each func(pid int)) error {
-	line := 0
-	for len(b) > 0 {
-		line++
+	for line := 1; len(b) > 0; line++ {
 		var l []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			l, b = b[:i], b[i+1:]
-		} else {
-			l, b = b, nil
-		}
+		l, b = nextLine(b)
 		if len(l) == 0 {
 			continue
 		}
