@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -16,6 +15,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
@@ -197,48 +197,30 @@ func (w *dirWatch) close() error { return unix.Close(w.fd) }
 // one read of cgroup.procs when the cgroup itself holds one, else its link
 // count, and only for a cgroup with children a walk of its descendants.
 func populated(dir string, v2 bool) bool {
-	var buf [128]byte
 	if v2 {
-		n, err := readHead(dir+"/cgroup.events", buf[:])
-		return err == nil && bytes.Contains(buf[:n], []byte("populated 1"))
+		ev, err := cgroupv2.ReadCgroupEvents(dir)
+		return err == nil && ev.Populated
 	}
-	n, err := readHead(dir+"/cgroup.procs", buf[:])
+	d, err := cgroup.OpenDir(dir)
 	if err != nil {
 		return false
 	}
-	if len(bytes.TrimSpace(buf[:n])) > 0 {
+	defer d.Close()
+	pids, err := cgroup.ReadCgroupProcsAt(d)
+	if err != nil {
+		return false
+	}
+	if len(pids) > 0 {
 		return true
 	}
 	// kernfs counts a directory's subdirectories in its link count, so a
 	// cgroup with 2 links has no children and, with no process of its own,
-	// is empty — one stat instead of a walk.
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
+	// is empty — one fstat instead of a walk.
+	if n, err := d.Nlink(); err == nil && n == 2 {
 		return false
 	}
-	pids, err := actuate.ProcsRecursive(dir)
+	pids, err = cgroup.ReadCgroupProcsRecursive(dir)
 	return err == nil && len(pids) > 0
-}
-
-// readHead reads up to len(buf) bytes of a kernel file with raw syscalls
-// (open, one read, close): whether a cgroup holds a process shows in its
-// first line.
-func readHead(path string, buf []byte) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		return n, err
-	}
 }
 
 // HostEvictor kills a host-mode workload's cgroup.

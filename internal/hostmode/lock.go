@@ -1,16 +1,15 @@
 package hostmode
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/safetext"
 )
 
@@ -71,38 +70,19 @@ func (l *rootLock) release() {
 }
 
 // lockHolder names the process holding a flock on fd's file, from
-// /proc/locks ("1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF").
+// /proc/locks, with its command line.
 func lockHolder(fd int) string {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return "another process"
 	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	f, err := os.Open("/proc/locks")
-	if err != nil {
+	pid, found, err := host.ReadFlockHolder("/proc", host.FileID(unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino))
+	if err != nil || !found {
 		return "another process"
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		// "1:" "FLOCK" "ADVISORY" "WRITE" pid dev:ino start end; blocked
-		// waiters have "->" after the number.
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[5] != want {
-			continue
-		}
-		if pid, err := strconv.Atoi(fields[4]); err == nil {
-			return "pid " + strconv.Itoa(pid) + cmdline(pid)
-		}
+	name := "pid " + strconv.Itoa(pid)
+	if cmd, err := host.ReadCmdline("/proc", pid); err == nil && cmd != "" {
+		name += " (" + safetext.Escape(cmd) + ")"
 	}
-	return "another process"
-}
-
-// cmdline is " (<command line>)" of pid, or "" when it cannot be read.
-func cmdline(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
-		return ""
-	}
-	return " (" + safetext.Escape(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))) + ")"
+	return name
 }

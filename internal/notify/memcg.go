@@ -3,14 +3,16 @@ package notify
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 )
 
 // DefaultRefreshInterval is how often at most a memcg threshold registration
@@ -238,27 +240,17 @@ func registerMemcgThreshold(dir string, value int64) (efd int, usage int64, err 
 		unix.Close(efd)
 		return -1, 0, fmt.Errorf("memcg threshold: write %q to %s: %w", line, control, err)
 	}
-	return efd, preadUsage(watchfd), nil
+	return efd, preadUsage(watchfd, attr), nil
 }
 
-// preadUsage reads memory.usage_in_bytes through an open descriptor; -1 if
-// it cannot.
-func preadUsage(fd int) int64 {
-	var buf [32]byte
-	for {
-		n, err := unix.Pread(fd, buf[:], 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return -1
-		}
-		v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
-		if err != nil {
-			return -1
-		}
-		return v
+// preadUsage reads memory.usage_in_bytes (at path) through an open
+// descriptor; -1 if it cannot.
+func preadUsage(fd int, path string) int64 {
+	v, err := cgroupv1.ReadMemoryUsageInBytesFd(fd, path)
+	if err != nil || v > math.MaxInt64 {
+		return -1
 	}
+	return int64(v)
 }
 
 func openRetry(path string, flags int) (int, error) {

@@ -330,3 +330,28 @@ func TestPSITriggerFires(t *testing.T) {
 	tr.Close()
 	p.Close()
 }
+
+// The registration reads the usage through the descriptor it registered on
+// (the v1 reader), not -1.
+func TestRegisterMemcgThresholdReadsUsage(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	c, err := s.Child("reg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startHog(t, "alloc 4Mi; hold", c)
+	for deadline := time.Now().Add(10 * time.Second); usage(t, c.Memory) < 4<<20; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hog never charged 4 MiB")
+		}
+	}
+	efd, got, err := registerMemcgThreshold(c.Memory, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(efd)
+	if got < 4<<20 {
+		t.Fatalf("usage read at registration %d, want ≥ 4 MiB", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -200,14 +203,12 @@ func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 		f = &File{}
 	}
 	rels := map[string]bool{}
-	ents, err := os.ReadDir(root)
+	children, err := cgroup.Children(root)
 	if err != nil {
 		return nil, fmt.Errorf("workload root: %w", err)
 	}
-	for _, e := range ents {
-		if e.IsDir() {
-			rels[e.Name()] = true
-		}
+	for _, c := range children {
+		rels[c] = true
 	}
 	claimed := map[string]bool{}
 	var out []Workload
@@ -317,24 +318,16 @@ func Pods(ws []Workload) []*v1.Pod {
 // directory under memRoot (v1: the "memory" controller line of
 // /proc/self/cgroup; v2: the "0::" line).
 func SelfCgroup(memRoot string, v2 bool) (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	cs, err := host.ReadSelfCgroup("/proc")
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
+	for _, c := range cs {
+		if v2 && c.HierarchyID == 0 && len(c.Controllers) == 0 {
+			return filepath.Join(memRoot, c.Path), nil
 		}
-		if v2 && parts[0] == "0" && parts[1] == "" {
-			return filepath.Join(memRoot, parts[2]), nil
-		}
-		if !v2 {
-			for _, c := range strings.Split(parts[1], ",") {
-				if c == "memory" {
-					return filepath.Join(memRoot, parts[2]), nil
-				}
-			}
+		if !v2 && slices.Contains(c.Controllers, "memory") {
+			return filepath.Join(memRoot, c.Path), nil
 		}
 	}
 	return "", errors.New("/proc/self/cgroup has no memory cgroup line")
