@@ -204,7 +204,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
 
-	opts := hostmode.HostOptions{
+	opts := hostmode.Options{
 		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
 		Hooks: hooks, Log: log,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
@@ -221,7 +221,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.MemoryQoS = &qs
 	}
 	if *check {
-		h, err := hostmode.NewHost(opts)
+		h, err := hostmode.New(opts)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -247,7 +247,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
 	}
-	h, err := hostmode.NewHost(opts)
+	h, err := hostmode.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // Reloader runs the reloads asked for with SIGHUP. Each consumer (host
-// mode's workloads file, hostmode.HostPods.ReloadWorkloadsFile; other
+// mode's workloads file, hostmode.Pods.ReloadWorkloadsFile; other
 // settings read from files may add theirs)
 // registers a function that reads its file again and applies it only when
 // the whole file is valid: a bad file is logged and the running

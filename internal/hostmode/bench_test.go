@@ -43,7 +43,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 			}
 		}
 	}
-	h, err := NewHost(HostOptions{WorkloadRoot: sb.Parent.Rel, MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
 	if err != nil {
 		b.Fatal(err)
 	}

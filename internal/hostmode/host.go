@@ -21,7 +21,7 @@ import (
 	"github.com/evictd/evictd/internal/workload"
 )
 
-// HostPods lists host-mode workloads: the cgroups under the workload root,
+// Pods lists host-mode workloads: the cgroups under the workload root,
 // described by the workloads file. Only cgroups holding at least one process
 // are active: an emptied cgroup is a terminated pod, so a workload evicted
 // once is not picked again while its directory lingers.
@@ -31,7 +31,7 @@ import (
 // removed or renamed; cgroupfs does not update a directory's mtime, so the
 // watch is the cheap check. Whether each workload holds a process is read on
 // every call. Without inotify every call lists the root again.
-type HostPods struct {
+type Pods struct {
 	File       *workload.File
 	Root       string // absolute workload root directory
 	SelfCgroup string // evictd's own memory cgroup (absolute), never evicted
@@ -49,8 +49,8 @@ type HostPods struct {
 	listed      bool
 }
 
-// Pods implements PodSource.
-func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+// Pods implements agent.PodSource.
+func (h *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 	ws, err := h.Workloads()
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 }
 
 // Workloads lists the active workloads.
-func (h *HostPods) Workloads() ([]workload.Workload, error) {
+func (h *Pods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.watch != nil && h.watch.ino != cgroup.DirInode(h.Root) {
@@ -101,25 +101,25 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 }
 
 // lastActive returns the active workloads the last call found.
-func (h *HostPods) lastActive() ([]workload.Workload, bool) {
+func (h *Pods) lastActive() ([]workload.Workload, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last, h.listed
 }
 
-// HostStats is host mode's StatsSource: the collector's Summary (the agent
+// Stats is host mode's StatsSource: the collector's Summary (the agent
 // configures it eviction-only) of the node and of the workloads the last
 // Pods call found active. The kubelet's eviction manager looks up stats only
 // for its active pods, so an empty cgroup's stats would never be used: not
 // reading them saves most of an idle host's synchronize.
-type HostStats struct {
+type Stats struct {
 	Collector *collect.Collector
-	Pods      *HostPods
+	Pods      *Pods
 	RootRel   string // the workload root relative to the hierarchy root, "/…"
 }
 
-// Summary implements StatsSource.
-func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+// Summary implements agent.StatsSource.
+func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	ws, ok := s.Pods.lastActive()
 	if !ok {
 		var err error
@@ -138,7 +138,7 @@ func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 
 // Close stops the watch on the workload root; later calls list the root
 // every time.
-func (h *HostPods) Close() error {
+func (h *Pods) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cached, h.noWatch = nil, true
@@ -223,14 +223,14 @@ func populated(dir string, v2 bool) bool {
 	return err == nil && len(pids) > 0
 }
 
-// HostEvictor kills a host-mode workload's cgroup.
-type HostEvictor struct {
+// Evictor kills a host-mode workload's cgroup.
+type Evictor struct {
 	Killer *actuate.Killer
 }
 
-// Evict implements Evictor: SIGTERM, then the fork-proof kill at the grace
+// Evict implements agent.Evictor: SIGTERM, then the fork-proof kill at the grace
 // deadline, waiting (bounded) until the cgroup is empty.
-func (h *HostEvictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (agent.EvictResult, error) {
+func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (agent.EvictResult, error) {
 	dir := pod.Annotations[workload.CgroupAnnotation]
 	if dir == "" {
 		return agent.EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
@@ -255,7 +255,7 @@ type HookReclaimer struct {
 	Hooks *actuate.Hooks
 }
 
-// Reclaim implements Reclaimer.
+// Reclaim implements agent.Reclaimer.
 func (h *HookReclaimer) Reclaim(ctx context.Context, signal policy.Signal, _ []string) {
 	h.Hooks.Run(ctx, string(signal))
 }

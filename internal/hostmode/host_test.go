@@ -51,7 +51,7 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	recs := make(chan agent.Record, 100)
-	h, err := NewHost(HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
+	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
 		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto, GoneTimeout: 5 * time.Second,
 		OnRecord: func(r agent.Record) { recs <- r }})
 	if err != nil {

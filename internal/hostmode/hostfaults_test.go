@@ -20,13 +20,13 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) HostOptions {
+func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) Options {
 	t.Helper()
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "100Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return HostOptions{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
+	return Options{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
 }
 
 // stopHost ends a Host that never ran: Run with a done context closes its
@@ -52,31 +52,31 @@ func TestSecondInstanceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	first, err := NewHost(hostOptions(t, inner.Rel, &logs))
+	first, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []string{inner.Rel, sb.Parent.Rel} {
-		_, err := NewHost(hostOptions(t, rel, &logs))
+		_, err := New(hostOptions(t, rel, &logs))
 		if !errors.Is(err, ErrOtherInstance) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 			t.Fatalf("second agent on %s: err = %v, want %v naming pid %d", rel, err, ErrOtherInstance, os.Getpid())
 		}
 	}
 	dry := hostOptions(t, inner.Rel, &logs)
 	dry.DryRun = true
-	if h, err := NewHost(dry); err != nil {
+	if h, err := New(dry); err != nil {
 		t.Fatalf("a dry run beside a real agent: %v", err)
 	} else {
 		h.Wakeups.Close()
 		h.Pods.Close()
 	}
-	sibling, err := NewHost(hostOptions(t, other.Rel, &logs))
+	sibling, err := New(hostOptions(t, other.Rel, &logs))
 	if err != nil {
 		t.Fatalf("an agent on another root: %v", err)
 	}
 	stopHost(sibling)
 	stopHost(first)
-	again, err := NewHost(hostOptions(t, inner.Rel, &logs))
+	again, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatalf("after the first agent stopped: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	var logs bytes.Buffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.Metrics = agent.NewMetrics()
-	h, err := NewHost(o)
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	var logs bytes.Buffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.MemoryEvents = agent.On
-	h, err := NewHost(o)
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

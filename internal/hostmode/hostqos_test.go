@@ -20,7 +20,7 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-// TestHostKeepsMemoryQoS: with HostOptions.MemoryQoS the host agent's
+// TestHostKeepsMemoryQoS: with Options.MemoryQoS the host agent's
 // synchronize keeps the workloads' oom_score_adj (both versions) and, on
 // cgroup v2, their memory.low; without it nothing is written.
 func TestHostKeepsMemoryQoS(t *testing.T) {
@@ -47,14 +47,14 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
-			opts := HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
+			opts := Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
 				MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
 			if on {
 				opts.MemoryQoS = &s
 			}
 			recs := make(chan agent.Record, 10)
 			opts.OnRecord = func(r agent.Record) { recs <- r }
-			h, err := NewHost(opts)
+			h, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,9 +22,9 @@ import (
 	"github.com/evictd/evictd/internal/workload"
 )
 
-// HostOptions configure evictd on a host whose workloads are cgroups under
+// Options configure evictd on a host whose workloads are cgroups under
 // a workload root.
-type HostOptions struct {
+type Options struct {
 	Policy policy.Config
 	// WorkloadRoot is relative to the memory hierarchy's root ("/workloads").
 	WorkloadRoot string
@@ -57,19 +57,19 @@ type HostOptions struct {
 type Host struct {
 	*agent.Agent
 	Collector *collect.Collector
-	Pods      *HostPods
-	Stats     *HostStats
+	Pods      *Pods
+	Stats     *Stats
 	Wakeups   *agent.Wakeups
 	Killer    *actuate.Killer
-	Protector *protect.Protector // nil without HostOptions.MemoryQoS
+	Protector *protect.Protector // nil without Options.MemoryQoS
 	Root      string             // absolute workload root
 	V2        bool
 	lock      *rootLock // nil in a dry run
 }
 
-// NewHost wires the collector, the workloads, the killer, the wake-ups and
+// New wires the collector, the workloads, the killer, the wake-ups and
 // the engine. Nothing is changed on the host until Run.
-func NewHost(o HostOptions) (*Host, error) {
+func New(o Options) (*Host, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -98,7 +98,7 @@ func NewHost(o HostOptions) (*Host, error) {
 	if err != nil {
 		o.Log.Warn("cannot tell evictd's own cgroup; relying on the pid check alone", "err", err)
 	}
-	pods := &HostPods{File: o.Workloads, Root: root, SelfCgroup: self, V2: v2}
+	pods := &Pods{File: o.Workloads, Root: root, SelfCgroup: self, V2: v2}
 	wired := false
 	defer func() {
 		if !wired {
@@ -168,11 +168,11 @@ func NewHost(o HostOptions) (*Host, error) {
 			wk.Close()
 			return nil, err
 		}
-		podSource = &protectedPods{HostPods: pods, Protector: prot}
+		podSource = &protectedPods{Workloads: pods, Protector: prot}
 	}
-	stats := &HostStats{Collector: wl, Pods: pods, RootRel: rootRel}
+	stats := &Stats{Collector: wl, Pods: pods, RootRel: rootRel}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: &Evictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
@@ -188,13 +188,13 @@ func NewHost(o HostOptions) (*Host, error) {
 // of the workloads (each synchronize, and so the first one after the
 // workloads file is reloaded) also keeps their protection values.
 type protectedPods struct {
-	*HostPods
+	Workloads *Pods
 	Protector *protect.Protector
 }
 
-// Pods implements PodSource.
+// Pods implements agent.PodSource.
 func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
-	ws, err := p.HostPods.Workloads()
+	ws, err := p.Workloads.Workloads()
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package hostmode
 import "github.com/evictd/evictd/internal/workload"
 
 // SetFile replaces the workloads file; the next listing uses it.
-func (h *HostPods) SetFile(f *workload.File) {
+func (h *Pods) SetFile(f *workload.File) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.File = f
@@ -12,7 +12,7 @@ func (h *HostPods) SetFile(f *workload.File) {
 
 // ReloadWorkloadsFile returns the reload of the workloads file at path for
 // a Reloader: read and check the whole file, then swap it in.
-func (h *HostPods) ReloadWorkloadsFile(path string) func() error {
+func (h *Pods) ReloadWorkloadsFile(path string) func() error {
 	return func() error {
 		f, err := workload.ReadFile(path)
 		if err != nil {

@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	defer cancel()
 
 	recs := make(chan agent.Record, 64)
-	h, err := hostmode.NewHost(hostmode.HostOptions{
+	h, err := hostmode.New(hostmode.Options{
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: File(), Log: log,
 		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
 		GoneTimeout: 5 * time.Second,
