@@ -33,9 +33,34 @@ func ParseTri(s string) (Tri, error) {
 	return "", fmt.Errorf("%q: want auto, on or off", s)
 }
 
-// Enabled says whether the switch is on, auto meaning what "auto" resolves
+// enabled says whether the switch is on, auto meaning what "auto" resolves
 // to here.
-func (t Tri) Enabled(auto bool) bool { return t == On || (t == Auto && auto) }
+func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
+
+// WakeupSwitches are the wake-ups asked for (evictd run's
+// --memcg-notification, --psi, --memory-events and --fast-poll), each on,
+// off or auto. Every wiring resolves them the same way, with Apply.
+type WakeupSwitches struct {
+	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+}
+
+// Apply sets cfg's switches for a node on cgroup v2 or v1 (cfg.V2) whose
+// engine has the given thresholds. Auto means memcg thresholds on v1, PSI,
+// memory.events and the fast poll on v2. Whatever was asked, memcg
+// thresholds need v1 (cgroup v2 has no cgroup.event_control), memory.events
+// needs v2, and memcg thresholds and the fast poll need a memory threshold
+// to watch.
+func (s WakeupSwitches) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
+	v2 := cfg.V2
+	hasMem := false
+	for _, t := range thresholds {
+		hasMem = hasMem || t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable
+	}
+	cfg.MemcgThresholds = s.MemcgNotification.enabled(!v2) && hasMem && !v2
+	cfg.PSI = s.PSI.enabled(v2)
+	cfg.MemoryEvents = s.MemoryEvents.enabled(v2) && v2
+	cfg.FastPoll = s.FastPoll.enabled(v2) && hasMem
+}
 
 // WakeupConfig says which kernel wake-ups to set up.
 type WakeupConfig struct {

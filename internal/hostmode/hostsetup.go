@@ -129,26 +129,19 @@ func New(o Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	hasMemThreshold := false
-	for _, t := range eng.Thresholds() {
-		if t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable {
-			hasMemThreshold = true
-		}
-	}
-	podsDir := root
-	wk, err := agent.NewWakeups(agent.WakeupConfig{
-		MemoryRoot: memRoot, PodsCgroup: podsDir, V2: v2,
-		MemcgThresholds: o.MemcgNotification.Enabled(!v2) && hasMemThreshold && !v2,
+	wc := agent.WakeupConfig{
+		MemoryRoot: memRoot, PodsCgroup: root, V2: v2,
 		RefreshInterval: o.NotifierRefresh,
-		PSI:             o.PSI.Enabled(v2), PSIStall: o.PSIStall, PSIWind: o.PSIWindow,
-		MemoryEvents: o.MemoryEvents.Enabled(v2) && v2,
-		FastPoll:     o.FastPoll.Enabled(v2) && hasMemThreshold, FastMin: o.FastPollMin, FastMax: o.FastPollMax,
+		PSIStall:        o.PSIStall, PSIWind: o.PSIWindow,
+		FastMin: o.FastPollMin, FastMax: o.FastPollMax,
 		ReadPodsMemory: func() (uint64, error) {
 			m, err := wl.ReadPodsCgroupMemory()
 			return m.WorkingSet, err
 		},
 		Log: o.Log,
-	})
+	}
+	agent.WakeupSwitches{MemcgNotification: o.MemcgNotification, PSI: o.PSI, MemoryEvents: o.MemoryEvents, FastPoll: o.FastPoll}.Apply(&wc, eng.Thresholds())
+	wk, err := agent.NewWakeups(wc)
 	if err != nil {
 		return nil, err
 	}
