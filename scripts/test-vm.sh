@@ -22,10 +22,10 @@ vm_packages=(
 	./internal/cgroup/v2/...   # the v2 readers
 	./internal/notify/...      # wake-ups: memory.events, PSI triggers, cgroup.events
 	./internal/actuate/...     # cgroup.kill and friends
-	./internal/agent/          # the host wiring end to end: v2 wake-ups (fast poll, memory.events) → evict
+	./internal/hostmode/       # the host wiring end to end: v2 wake-ups (fast poll, memory.events) → evict
 	./internal/collect/...     # the Summary from a real v2 kubepods tree
 	./internal/protect/        # memory QoS on real v2: protection of page cache, memory.high throttling, OOM order
-	./internal/agent/demo/@1536M # evictd demo on v2: its 768Mi sandbox needs a bigger guest
+	./internal/hostmode/demo/@1536M # evictd demo on v2: its 768Mi sandbox needs a bigger guest
 )
 
 # A hard limit for the whole tier (the budget is 5 minutes; this only

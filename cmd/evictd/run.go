@@ -14,6 +14,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
@@ -203,7 +204,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
 
-	opts := agent.HostOptions{
+	opts := hostmode.Options{
 		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
 		Hooks: hooks, Log: log,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
@@ -220,7 +221,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.MemoryQoS = &qs
 	}
 	if *check {
-		h, err := agent.NewHost(opts)
+		h, err := hostmode.New(opts)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -246,7 +247,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
 	}
-	h, err := agent.NewHost(opts)
+	h, err := hostmode.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -4,8 +4,14 @@
 // metrics, one log line per action or state change, nothing per tick).
 //
 // The agent declares the small interfaces it consumes — stats source, pod
-// source, evictor, reclaimer, waker, clock — so the loop is tested with fakes
-// and a fake clock, and wired to the real host in cmd/evictd.
+// source, evictor, reclaimer, waker, threshold updater, clock — so the loop
+// is tested with fakes and a fake clock. A wiring implements them for one
+// kind of node: internal/hostmode for a host whose workloads are cgroups
+// under a workload root (Kubernetes mode's wiring, internal/kube, is being
+// added beside it on the same interfaces). This package
+// also holds what every wiring shares: the kernel wake-ups (Wakeups), the
+// decision log, the metrics and /healthz, the state file and the SIGHUP
+// reloads.
 package agent
 
 import (
@@ -77,10 +83,11 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// ThresholdUpdater is told about each Summary so that it can move kernel
+// ThresholdUpdater is told about each Summary, with the engine's thresholds
+// resolved against it (policy.Engine.Resolve), so that it can move kernel
 // thresholds (v1 memcg eventfd, fast-poll headroom). It rate-limits itself.
 type ThresholdUpdater interface {
-	Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold)
+	Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold)
 }
 
 // realClock is the wall clock.
@@ -108,7 +115,9 @@ type Config struct {
 	// say (a threshold met, an eviction, a condition change, an error).
 	DecisionLog *DecisionLog
 	Metrics     *Metrics
-	// StateFile persists the engine state after every change ("" = none).
+	// StateFile persists the engine state at the end of every synchronize
+	// (not in a dry run), atomically: a temporary file, fsync, rename, fsync
+	// of the directory ("" = none).
 	StateFile string
 	DryRun    bool
 	// OnRecord, when set, sees every record (also the quiet ones): the
@@ -310,7 +319,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	now := clk.Now()
 	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
 	if summary != nil && a.cfg.Updater != nil {
-		a.cfg.Updater.Update(now, summary, eng.Thresholds())
+		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
 	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
 	if d.ReclaimPending {

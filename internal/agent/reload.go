@@ -3,12 +3,11 @@ package agent
 import (
 	"log/slog"
 	"sync"
-
-	"github.com/evictd/evictd/internal/workload"
 )
 
-// Reloader runs the reloads asked for with SIGHUP. Each consumer (the
-// workloads file here; other settings read from files may add theirs)
+// Reloader runs the reloads asked for with SIGHUP. Each consumer (host
+// mode's workloads file, hostmode.Pods.ReloadWorkloadsFile; other
+// settings read from files may add theirs)
 // registers a function that reads its file again and applies it only when
 // the whole file is valid: a bad file is logged and the running
 // configuration kept, so nothing is ever half-applied.
@@ -57,25 +56,4 @@ func (r *Reloader) Reload() (failed int) {
 		r.log.Info("reloaded", "what", h.name)
 	}
 	return failed
-}
-
-// SetFile replaces the workloads file; the next listing uses it.
-func (h *HostPods) SetFile(f *workload.File) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.File = f
-	h.cached = nil // the Pods built from the old file
-}
-
-// ReloadWorkloadsFile returns the reload of the workloads file at path for
-// a Reloader: read and check the whole file, then swap it in.
-func (h *HostPods) ReloadWorkloadsFile(path string) func() error {
-	return func() error {
-		f, err := workload.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		h.SetFile(f)
-		return nil
-	}
 }

@@ -8,12 +8,59 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
+
+// Tri is an on/off/auto switch.
+type Tri string
+
+const (
+	Auto Tri = "auto"
+	On   Tri = "on"
+	Off  Tri = "off"
+)
+
+// ParseTri parses auto|on|off.
+func ParseTri(s string) (Tri, error) {
+	switch Tri(s) {
+	case Auto, On, Off:
+		return Tri(s), nil
+	}
+	return "", fmt.Errorf("%q: want auto, on or off", s)
+}
+
+// enabled says whether the switch is on, auto meaning what "auto" resolves
+// to here.
+func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
+
+// WakeupSwitches are the wake-ups asked for (evictd run's
+// --memcg-notification, --psi, --memory-events and --fast-poll), each on,
+// off or auto. Every wiring resolves them the same way, with Apply.
+type WakeupSwitches struct {
+	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+}
+
+// Apply sets cfg's switches for a node on cgroup v2 or v1 (cfg.V2) whose
+// engine has the given thresholds. Auto means memcg thresholds on v1, PSI,
+// memory.events and the fast poll on v2. Whatever was asked, memcg
+// thresholds need v1 (cgroup v2 has no cgroup.event_control), memory.events
+// needs v2, and memcg thresholds and the fast poll need a memory threshold
+// to watch.
+func (s WakeupSwitches) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
+	v2 := cfg.V2
+	hasMem := false
+	for _, t := range thresholds {
+		hasMem = hasMem || t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable
+	}
+	cfg.MemcgThresholds = s.MemcgNotification.enabled(!v2) && hasMem && !v2
+	cfg.PSI = s.PSI.enabled(v2)
+	cfg.MemoryEvents = s.MemoryEvents.enabled(v2) && v2
+	cfg.FastPoll = s.FastPoll.enabled(v2) && hasMem
+}
 
 // WakeupConfig says which kernel wake-ups to set up.
 type WakeupConfig struct {
@@ -127,7 +174,7 @@ func (w *Wakeups) watchRootLocked() {
 	if !cfg.V2 || cfg.PodsCgroup == "" {
 		return
 	}
-	w.rootIno = dirInode(cfg.PodsCgroup)
+	w.rootIno = cgroup.DirInode(cfg.PodsCgroup)
 	if cfg.PSI {
 		stall, win := cfg.psiParams()
 		f := cfg.PodsCgroup + "/memory.pressure"
@@ -155,7 +202,7 @@ func (w *Wakeups) rewatchRoot() {
 	if !w.cfg.V2 || w.cfg.PodsCgroup == "" {
 		return
 	}
-	ino := dirInode(w.cfg.PodsCgroup)
+	ino := cgroup.DirInode(w.cfg.PodsCgroup)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ino == 0 || ino == w.rootIno {
@@ -200,12 +247,16 @@ func (w *Wakeups) C() <-chan notify.Wake { return w.waker.C() }
 // Sink lets others (tests, the demo) inject wake-ups.
 func (w *Wakeups) Sink() notify.Sink { return w.waker }
 
-// Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
-func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
+// Update moves the memcg thresholds (rate-limited) and the fast-poll
+// baseline. The capacity, the available amount and the threshold in bytes
+// are the engine's (resolved); the Summary gives what only the notifiers
+// need: the usage (memcg counts page cache in it) and the pods' working set.
+func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold) {
 	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
-	for _, t := range thresholds {
+	for _, r := range resolved {
+		t := r.Threshold
 		var ms *statsv1alpha1.MemoryStats
 		dir := w.cfg.MemoryRoot
 		switch t.Signal {
@@ -216,12 +267,11 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		default:
 			continue
 		}
-		if ms == nil || ms.AvailableBytes == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
+		if ms == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
 			continue
 		}
-		capacity := int64(*ms.AvailableBytes + *ms.WorkingSetBytes)
-		thr := policy.ThresholdQuantity(t.Value, resource.NewQuantity(capacity, resource.BinarySI)).Value()
-		heads = append(heads, int64(*ms.AvailableBytes)-thr)
+		capacity, thr := r.Observation.Capacity.Value(), r.Quantity.Value()
+		heads = append(heads, r.Observation.Available.Value()-thr)
 		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
 			continue
 		}

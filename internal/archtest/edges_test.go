@@ -47,7 +47,7 @@ var openAllowed = map[string]string{
 	"internal/agent.DecisionLog.open":                "evictd's own decision log (append)",
 	"internal/agent.LoadState":                       "evictd's own state file",
 	"internal/agent.SaveState":                       "evictd's state directory, opened to fsync the rename",
-	"internal/agent.lockWorkloadRoot":                "opens the workload root and its ancestors to flock(2) them; reads nothing",
+	"internal/hostmode.lockWorkloadRoot":             "opens the workload root and its ancestors to flock(2) them; reads nothing",
 	"internal/collect.Collector.addEphemeralStorage": "the kubelet's pod volume and log directories (ephemeral storage), not kernel files",
 	"internal/collect.Collector.podLogDirs":          "the kubelet's pod log root, not kernel files",
 	"internal/collect.du":                            "walks pod volume and log directories for their usage, not kernel files",

@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -238,9 +237,6 @@ func classifyOpenError(dir, path, minKernel string, err error) error {
 	}
 	return &fs.PathError{Op: "open", Path: path, Err: err}
 }
-
-// trimSpace is bytes.TrimSpace; kept as a name for readers of the parsers.
-func trimSpace(b []byte) []byte { return bytes.TrimSpace(b) }
 
 // NewContent returns a Content holding b, for parsers fed from memory
 // (benchmarks, fuzzers) that want the same zero-copy path as the readers.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 )
 
@@ -110,7 +111,7 @@ func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (reb
 	if m.closed {
 		return false, ErrClosed
 	}
-	if m.eventfd >= 0 && m.ino != dirInode(m.dir) {
+	if m.eventfd >= 0 && m.ino != cgroup.DirInode(m.dir) {
 		// The cgroup was removed (and perhaps created again): its
 		// registration died with it and would never fire. Register on the
 		// new one now, not after the rate limit.
@@ -145,7 +146,7 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		return fmt.Errorf("memcg threshold for %s in %s: %d bytes is not positive", m.name, m.dir, threshold)
 	}
 	m.unregisterLocked()
-	ino := dirInode(m.dir)
+	ino := cgroup.DirInode(m.dir)
 	efd, now, err := registerMemcgThreshold(m.dir, firstPageAbove(threshold))
 	if err != nil {
 		return err
@@ -166,15 +167,6 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		m.sink.Wake(Wake{Source: src, At: time.Now()})
 	}
 	return nil
-}
-
-// dirInode is the inode number of dir, 0 when it cannot be read (removed).
-func dirInode(dir string) uint64 {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0
-	}
-	return st.Ino
 }
 
 // pageSize is the unit the kernel counts memcg usage and thresholds in.

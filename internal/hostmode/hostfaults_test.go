@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"bytes"
@@ -13,19 +13,20 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) HostOptions {
+func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) Options {
 	t.Helper()
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "100Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return HostOptions{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: Auto, PSI: Off, MemoryEvents: Off, FastPoll: Off}
+	return Options{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
 }
 
 // stopHost ends a Host that never ran: Run with a done context closes its
@@ -51,31 +52,31 @@ func TestSecondInstanceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	first, err := NewHost(hostOptions(t, inner.Rel, &logs))
+	first, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []string{inner.Rel, sb.Parent.Rel} {
-		_, err := NewHost(hostOptions(t, rel, &logs))
+		_, err := New(hostOptions(t, rel, &logs))
 		if !errors.Is(err, ErrOtherInstance) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 			t.Fatalf("second agent on %s: err = %v, want %v naming pid %d", rel, err, ErrOtherInstance, os.Getpid())
 		}
 	}
 	dry := hostOptions(t, inner.Rel, &logs)
 	dry.DryRun = true
-	if h, err := NewHost(dry); err != nil {
+	if h, err := New(dry); err != nil {
 		t.Fatalf("a dry run beside a real agent: %v", err)
 	} else {
 		h.Wakeups.Close()
 		h.Pods.Close()
 	}
-	sibling, err := NewHost(hostOptions(t, other.Rel, &logs))
+	sibling, err := New(hostOptions(t, other.Rel, &logs))
 	if err != nil {
 		t.Fatalf("an agent on another root: %v", err)
 	}
 	stopHost(sibling)
 	stopHost(first)
-	again, err := NewHost(hostOptions(t, inner.Rel, &logs))
+	again, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatalf("after the first agent stopped: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 }
 
 // The workload root removed while the agent runs: every synchronize fails,
-// /healthz turns 503 after DefaultUnhealthyAfter of them, the failure is
+// /healthz turns 503 after agent.DefaultUnhealthyAfter of them, the failure is
 // counted and logged once. Created again, the root is watched again: a
 // workload started in it afterwards is seen, and health recovers.
 func TestRootRemovedAndRecreated(t *testing.T) {
@@ -95,13 +96,15 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	o := hostOptions(t, root.Rel, &logs)
-	o.Metrics = NewMetrics()
-	h, err := NewHost(o)
+	o.Metrics = agent.NewMetrics()
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stopHost(h)
-	sync := func() Record { return h.Sync(context.Background(), Trigger{Reason: "timer", At: time.Now()}) }
+	sync := func() agent.Record {
+		return h.Sync(context.Background(), agent.Trigger{Reason: "timer", At: time.Now()})
+	}
 	sync()
 	if err := h.Healthy(); err != nil {
 		t.Fatalf("before: %v", err)
@@ -109,14 +112,14 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err := os.Remove(root.Memory); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < DefaultUnhealthyAfter; i++ {
+	for i := 0; i < agent.DefaultUnhealthyAfter; i++ {
 		sync()
 	}
 	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "blind") {
 		t.Fatalf("health with the root gone: %v", err)
 	}
-	if n := counterValue(o.Metrics.SyncErrors.WithLabelValues(stagePods)); n != DefaultUnhealthyAfter {
-		t.Errorf("pods errors counted %v, want %d", n, DefaultUnhealthyAfter)
+	if n := counterValue(o.Metrics.SyncErrors.WithLabelValues("pods")); n != agent.DefaultUnhealthyAfter {
+		t.Errorf("pods errors counted %v, want %d", n, agent.DefaultUnhealthyAfter)
 	}
 	if n := strings.Count(logs.String(), "listing workloads failed"); n != 1 {
 		t.Errorf("failure logged %d times, want 1:\n%s", n, logs.String())
@@ -181,8 +184,8 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	o := hostOptions(t, root.Rel, &logs)
-	o.MemoryEvents = On
-	h, err := NewHost(o)
+	o.MemoryEvents = agent.On
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +200,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	if err := os.Mkdir(root.Memory, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h.Sync(context.Background(), Trigger{Reason: "timer", At: time.Now()})
+	h.Sync(context.Background(), agent.Trigger{Reason: "timer", At: time.Now()})
 	for len(h.Wakeups.C()) > 0 {
 		<-h.Wakeups.C()
 	}

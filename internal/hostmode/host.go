@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
@@ -20,7 +21,7 @@ import (
 	"github.com/evictd/evictd/internal/workload"
 )
 
-// HostPods lists host-mode workloads: the cgroups under the workload root,
+// Pods lists host-mode workloads: the cgroups under the workload root,
 // described by the workloads file. Only cgroups holding at least one process
 // are active: an emptied cgroup is a terminated pod, so a workload evicted
 // once is not picked again while its directory lingers.
@@ -30,7 +31,7 @@ import (
 // removed or renamed; cgroupfs does not update a directory's mtime, so the
 // watch is the cheap check. Whether each workload holds a process is read on
 // every call. Without inotify every call lists the root again.
-type HostPods struct {
+type Pods struct {
 	File       *workload.File
 	Root       string // absolute workload root directory
 	SelfCgroup string // evictd's own memory cgroup (absolute), never evicted
@@ -48,8 +49,8 @@ type HostPods struct {
 	listed      bool
 }
 
-// Pods implements PodSource.
-func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+// Pods implements agent.PodSource.
+func (h *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 	ws, err := h.Workloads()
 	if err != nil {
 		return nil, err
@@ -58,10 +59,10 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 }
 
 // Workloads lists the active workloads.
-func (h *HostPods) Workloads() ([]workload.Workload, error) {
+func (h *Pods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watch != nil && h.watch.ino != dirInode(h.Root) {
+	if h.watch != nil && h.watch.ino != cgroup.DirInode(h.Root) {
 		// The root was removed (and perhaps created again): the watch is
 		// on the dead directory, and cgroupfs sends no event for its
 		// removal. Watch the root created in its place from now on.
@@ -100,25 +101,25 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 }
 
 // lastActive returns the active workloads the last call found.
-func (h *HostPods) lastActive() ([]workload.Workload, bool) {
+func (h *Pods) lastActive() ([]workload.Workload, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last, h.listed
 }
 
-// HostStats is host mode's StatsSource: the collector's Summary (the agent
+// Stats is host mode's StatsSource: the collector's Summary (the agent
 // configures it eviction-only) of the node and of the workloads the last
 // Pods call found active. The kubelet's eviction manager looks up stats only
 // for its active pods, so an empty cgroup's stats would never be used: not
 // reading them saves most of an idle host's synchronize.
-type HostStats struct {
+type Stats struct {
 	Collector *collect.Collector
-	Pods      *HostPods
+	Pods      *Pods
 	RootRel   string // the workload root relative to the hierarchy root, "/…"
 }
 
-// Summary implements StatsSource.
-func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+// Summary implements agent.StatsSource.
+func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	ws, ok := s.Pods.lastActive()
 	if !ok {
 		var err error
@@ -137,7 +138,7 @@ func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 
 // Close stops the watch on the workload root; later calls list the root
 // every time.
-func (h *HostPods) Close() error {
+func (h *Pods) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cached, h.noWatch = nil, true
@@ -156,7 +157,7 @@ type dirWatch struct {
 }
 
 func newDirWatch(dir string) (*dirWatch, error) {
-	ino := dirInode(dir)
+	ino := cgroup.DirInode(dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -187,15 +188,6 @@ func (w *dirWatch) changed() bool {
 		}
 		got = true
 	}
-}
-
-// dirInode is the inode number of dir, 0 when it cannot be read.
-func dirInode(dir string) uint64 {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0
-	}
-	return st.Ino
 }
 
 func (w *dirWatch) close() error { return unix.Close(w.fd) }
@@ -231,20 +223,20 @@ func populated(dir string, v2 bool) bool {
 	return err == nil && len(pids) > 0
 }
 
-// HostEvictor kills a host-mode workload's cgroup.
-type HostEvictor struct {
+// Evictor kills a host-mode workload's cgroup.
+type Evictor struct {
 	Killer *actuate.Killer
 }
 
-// Evict implements Evictor: SIGTERM, then the fork-proof kill at the grace
+// Evict implements agent.Evictor: SIGTERM, then the fork-proof kill at the grace
 // deadline, waiting (bounded) until the cgroup is empty.
-func (h *HostEvictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (EvictResult, error) {
+func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (agent.EvictResult, error) {
 	dir := pod.Annotations[workload.CgroupAnnotation]
 	if dir == "" {
-		return EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
+		return agent.EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
 	}
 	res, err := h.Killer.Kill(ctx, actuate.Target{Name: pod.Name, Cgroup: dir}, grace)
-	out := EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
+	out := agent.EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
 	switch {
 	case res.DryRun:
 		out.Method = "dry-run (would SIGTERM, then " + res.HardKill + ")"
@@ -263,7 +255,7 @@ type HookReclaimer struct {
 	Hooks *actuate.Hooks
 }
 
-// Reclaim implements Reclaimer.
+// Reclaim implements agent.Reclaimer.
 func (h *HookReclaimer) Reclaim(ctx context.Context, signal policy.Signal, _ []string) {
 	h.Hooks.Run(ctx, string(signal))
 }
