@@ -689,7 +689,7 @@ snapshot() {
 		# may run an etcd or containerd of their own).
 		case $exe in
 		"$cache"/*) echo "${p#/proc/} $exe" ;;
-		*) grep -qE ':/(kubepods|evictd-node-)' "$p/cgroup" 2>/dev/null && echo "${p#/proc/} $exe (in a cluster cgroup)" ;;
+		*) if grep -qE ':/(kubepods|evictd-node-)' "$p/cgroup" 2>/dev/null; then echo "${p#/proc/} $exe (in a cluster cgroup)"; fi ;;
 		esac
 	done | sort
 	echo "# iptables"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node]
+# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -18,6 +18,7 @@ unit() {
 	step "go test -race (unit, fixtures, real cgroup v1 on this machine)"
 	require_real_cgroups
 	go test -race -p 2 ./...
+	fuzz
 }
 
 # In CI (CI set and not "false") the real-cgroup v1 tests are meant to run:
@@ -33,6 +34,25 @@ require_real_cgroups() {
 		echo "the real-cgroup tests must run here (CI or EVICTD_REQUIRE_REAL_CGROUP=1) and need root; run as root" >&2
 		exit 1
 	fi
+}
+
+# Every fuzz target for a bounded time (FUZZTIME each, 2s by default): the
+# parsers of kernel files and input files meet inputs their seeds do not
+# have. A failure prints the input that broke it (saved under testdata/fuzz).
+fuzz() {
+	step "fuzz (${FUZZTIME:-2s} per target)"
+	local pkg target out n=0
+	for pkg in $(go list ./...); do
+		for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+			if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-2s}" "$pkg" 2>&1); then
+				echo "$out"
+				echo "fuzz: $pkg $target failed"
+				exit 1
+			fi
+			n=$((n + 1))
+		done
+	done
+	echo "$n fuzz targets ran"
 }
 
 vm() {
@@ -85,9 +105,10 @@ node() {
 case "$tier" in
 all) unit; vm; parity; apiserver; node ;;
 unit) unit ;;
+fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
 apiserver) apiserver ;;
 node) node ;;
-*) echo "usage: $0 [all|unit|vm|parity|apiserver|node]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|fuzz]" >&2; exit 2 ;;
 esac

@@ -32,6 +32,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -211,7 +212,7 @@ func main() {
 
 const usage = `latency measures evictd's detection latency on the real kernel: a hog in a
 512Mi sandbox cgroup ramps across a hard threshold (448Mi available) and the
-real agent (agent.NewHost) decides and evicts. It prints p50/p99 of
+real agent (hostmode.New) decides and evicts. It prints p50/p99 of
 crossing → wake-up, → decision and → workload gone, and which wake-up ran the
 deciding synchronize, for the kernel wake-ups this host offers (cgroup v1:
 memcg threshold eventfd; v2: fast poll, memory.events, PSI) and a
@@ -535,7 +536,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	}
 	recs := make(chan agent.Record, 16)
 	var logs lockedBuffer // the agent writes while a failing trial reads
-	h, err := agent.NewHost(agent.HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
+	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
 		Log:// Info: one line per state change, so a failed
 		// trial's error says what the agent saw and did.
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

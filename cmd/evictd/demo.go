@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/evictd/evictd/internal/agent/demo"
+	"github.com/evictd/evictd/internal/hostmode/demo"
 	"github.com/evictd/evictd/internal/workload/hog"
 )
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/safetext"
 	"github.com/evictd/evictd/internal/scenario"
 )
 
@@ -58,6 +59,7 @@ Example:
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
+	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
@@ -85,9 +87,12 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if *splitFs && !*imageFs {
 		*imageFs = true
 	}
-	cfg, source, err := policyConfig(*configPath, evFlags)
+	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
 	if err != nil {
 		return fail("%v", err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "evictd explain: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", w)
 	}
 	var summary *statsv1alpha1.Summary
 	var pods []*v1.Pod
@@ -293,7 +298,7 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 			fmt.Fprintln(tw, "  #\tPOD\tEXCEEDS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST")
 		}
 		for _, c := range d.Candidates {
-			name := c.Pod.Namespace + "/" + c.Pod.Name
+			name := safetext.Escape(c.Pod.Namespace + "/" + c.Pod.Name) // names come from files: no terminal escapes
 			if len(name) > 40 {
 				name = name[:39] + "…"
 			}
@@ -333,14 +338,14 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		if ev.Limit {
 			kind = "limit " + ev.Signal
 		}
-		fmt.Fprintf(w, "Evicted: %s/%s, grace period %ds (%s)\n", ev.Pod.Namespace, ev.Pod.Name, ev.GracePeriodSeconds, kind)
-		fmt.Fprintf(w, "  message: %s\n", wrap(strings.TrimSpace(ev.Message), 88, "           "))
+		fmt.Fprintf(w, "Evicted: %s, grace period %ds (%s)\n", safetext.Escape(ev.Pod.Namespace+"/"+ev.Pod.Name), ev.GracePeriodSeconds, kind)
+		fmt.Fprintf(w, "  message: %s\n", wrap(safetext.Escape(strings.TrimSpace(ev.Message)), 88, "           "))
 		if ev.Condition != nil {
 			fmt.Fprintf(w, "  condition: %s=%s reason %s\n", ev.Condition.Type, ev.Condition.Status, ev.Condition.Reason)
 		}
 	}
 	for _, p := range d.SkippedCritical {
-		fmt.Fprintf(w, "Not evicted (critical pod): %s/%s\n", p.Namespace, p.Name)
+		fmt.Fprintf(w, "Not evicted (critical pod): %s\n", safetext.Escape(p.Namespace+"/"+p.Name))
 	}
 	for _, n := range d.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)

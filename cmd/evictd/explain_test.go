@@ -101,6 +101,26 @@ func TestExplain(t *testing.T) {
 	}
 }
 
+// A kubelet config with an unknown field or a duplicate key is read as the
+// kubelet reads it: a warning naming file and field, and the decision.
+func TestExplainLenientKubeletConfig(t *testing.T) {
+	dir := writeInputs(t, map[string]string{
+		"summary.json": explainSummary, "pods.json": explainPods,
+		"typo.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHrad: {}\n" +
+			"evictionHard: {memory.available: 1Gi}\nevictionHard: {memory.available: 2Gi}\n",
+	})
+	p := func(n string) string { return filepath.Join(dir, n) }
+	out, errOut, code := runCmd("explain", "--config", p("typo.yaml"), "--summary", p("summary.json"), "--pods", p("pods.json"))
+	if code != exitOK || !strings.Contains(out, "memory.available<2Gi") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the decision with the last evictionHard", code, out, errOut)
+	}
+	for _, w := range []string{"typo.yaml: evictionHrad: unknown field", `typo.yaml: evictionHard: "evictionHard": duplicate key (lines 4 and 5)`} {
+		if !strings.Contains(errOut, "warning: "+p(w)) {
+			t.Errorf("stderr lacks the warning %q:\n%s", w, errOut)
+		}
+	}
+}
+
 func TestExplainBadInput(t *testing.T) {
 	dir := writeInputs(t, map[string]string{
 		"kc.yaml": explainConfig, "summary.json": explainSummary, "pods.json": explainPods,
@@ -116,8 +136,6 @@ func TestExplainBadInput(t *testing.T) {
 	}{
 		{"negative threshold", []string{"--config", p("badkc.yaml"), "--summary", p("summary.json"), "--pods", p("pods.json")},
 			[]string{"badkc.yaml", "evictionHard.memory.available", "-1Gi", "must be positive"}},
-		{"unknown field", []string{"--config", p("typo.yaml"), "--summary", p("summary.json"), "--pods", p("pods.json")},
-			[]string{"typo.yaml", "evictionHrad", "unknown field"}},
 		{"bad quantity in pods", []string{"--config", p("kc.yaml"), "--summary", p("summary.json"), "--pods", p("badpods.json")},
 			[]string{"badpods.json", "items[0].spec.containers[0].resources.requests.memory", "lots"}},
 		{"unknown signal in a flag", []string{"--eviction-hard", "swap.available<1Gi", "--summary", p("summary.json"), "--pods", p("pods.json")},

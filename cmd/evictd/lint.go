@@ -60,6 +60,7 @@ Examples:
 
 func runLint(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("lint", "[--config FILE] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
+	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON)")
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
 	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")

@@ -109,7 +109,13 @@ func newFlagSet(name, usageLine, description string, stdout, stderr io.Writer) *
 // the command must stop: --help (exit 0, help on stdout) or a flag error
 // (exit 2, the error and usage on stderr).
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
+	// The flag package prints the usage itself on -h and on an error; keep
+	// it quiet while parsing and print it once, where it belongs: --help to
+	// stdout only, the usage after an error to stderr.
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	if errors.Is(err, flag.ErrHelp) {
 		out := fs.Output()
 		fs.SetOutput(stdout)
@@ -118,6 +124,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, c
 		return true, exitOK
 	}
 	if err != nil {
+		fs.Usage()
 		return true, exitError
 	}
 	return false, exitOK

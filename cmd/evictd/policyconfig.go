@@ -14,25 +14,29 @@ import (
 // defaulting and threshold parsing. source names where it came from, for
 // error messages and reports ("kubelet defaults" without a file or flags).
 // Errors are one line naming the file or flag, the field and the value.
-func policyConfig(configPath string, flags *load.EvictionFlags) (cfg policy.Config, source string, err error) {
+//
+// The config file is read as the kubelet reads it: unknown fields and
+// duplicate keys are returned as warnings, not errors (an agent must not
+// refuse a file its kubelet runs with); `evictd lint` reports them.
+func policyConfig(configPath string, flags *load.EvictionFlags) (cfg policy.Config, source string, warnings []error, err error) {
 	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
 	source = "kubelet defaults"
 	if configPath != "" {
-		if kc, err = load.KubeletConfigFile(configPath); err != nil {
-			return policy.Config{}, "", err
+		if kc, warnings, err = load.KubeletConfigFileLenient(configPath); err != nil {
+			return policy.Config{}, "", nil, err
 		}
 		source = configPath
 	}
 	if err := flags.Apply(kc); err != nil {
-		return policy.Config{}, "", err
+		return policy.Config{}, "", nil, err
 	}
 	if set := flags.Set(); len(set) > 0 {
 		source += " + --" + strings.Join(set, " --")
 	}
 	if cfg, err = policy.ConfigFromKubelet(kc); err != nil {
-		return policy.Config{}, "", &sourceError{source, err}
+		return policy.Config{}, "", nil, &sourceError{source, err}
 	}
-	return cfg, source, nil
+	return cfg, source, warnings, nil
 }
 
 // sourceError prefixes a policy error with the config's source, so the line

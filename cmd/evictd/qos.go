@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/memqos"
+	"github.com/evictd/evictd/internal/safetext"
 )
 
 func init() {
@@ -76,6 +78,7 @@ Examples:
 
 func runQoS(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
+	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
 	podsPath := fs.String("pods", "", "pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	allocFlag := fs.String("node-allocatable-memory", "", "node allocatable memory, e.g. 30Gi (default: capacity − systemReserved − kubeReserved)")
@@ -197,7 +200,12 @@ func positiveQuantity(flagName, v string) (int64, error) {
 	if q.Sign() <= 0 {
 		return 0, fmt.Errorf("%s %q: must be positive", flagName, v)
 	}
-	return q.Value(), nil
+	n, ok := q.AsInt64()
+	if !ok {
+		// q.Value() would wrap around to a negative number of bytes.
+		return 0, fmt.Errorf("%s %q: too large (at most %d bytes, 8Ei)", flagName, v, int64(math.MaxInt64))
+	}
+	return n, nil
 }
 
 func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.QoSCgroups, capSource, allocSource string) {
@@ -211,10 +219,10 @@ func writeQoSTable(w io.Writer, s memqos.Settings, pods []memqos.Pod, q memqos.Q
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, p := range pods {
-		fmt.Fprintf(tw, "\n%s (%s)\n", clip(p.Namespace+"/"+p.Name, 80), p.QOSClass)
+		fmt.Fprintf(tw, "\n%s (%s)\n", clip(safetext.Escape(p.Namespace+"/"+p.Name), 80), p.QOSClass)
 		fmt.Fprintln(tw, "  CONTAINER\tKIND\tMEMORY.MIN\tMEMORY.LOW\tMEMORY.HIGH\tOOM_SCORE_ADJ")
 		for _, c := range p.Containers {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", clip(c.Name, 24), c.Kind, c.MemoryMin, c.MemoryLow, c.MemoryHigh, c.OOMScoreAdj)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", clip(safetext.Escape(c.Name), 24), c.Kind, c.MemoryMin, c.MemoryLow, c.MemoryHigh, c.OOMScoreAdj)
 		}
 		if pc := p.Cgroup; pc.MemoryMin.Written || pc.MemoryLow.Written || pc.MemoryHigh.Written {
 			fmt.Fprintf(tw, "  (pod cgroup)\t\t%s\t%s\t%s\n", pc.MemoryMin, pc.MemoryLow, pc.MemoryHigh)

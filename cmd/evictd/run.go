@@ -14,6 +14,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
@@ -63,7 +64,13 @@ and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
 action and per state change, nothing per tick.
 
 --dry-run logs exactly what would be killed and changes nothing (the state
-file is not written). --check validates the configuration and exits.
+file is not written). --check validates the configuration, the output paths
+and the metrics address, and exits.
+
+One agent per workload root: a second one on the same root, or on a cgroup
+inside or around it, is refused with the first one's PID. SIGHUP reloads the
+workloads file (a file with an error is logged and the running one kept);
+SIGINT and SIGTERM stop the agent cleanly.
 
 Example:
   evictd run --dry-run
@@ -115,6 +122,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
+	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
+	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
 	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
@@ -144,24 +153,41 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *fastMin <= 0 || *fastMax < *fastMin {
 		return fail("--fast-poll-min %s / --fast-poll-max %s: want 0 < min <= max", *fastMin, *fastMax)
 	}
-	if *interval <= 0 {
-		return fail("--interval %s: must be positive", *interval)
+	if *interval < minInterval {
+		return fail("--interval %s: must be at least %s (the kubelet's period is 10s; kernel wake-ups, not the timer, make evictd fast)", *interval, minInterval)
+	}
+	if *hookTimeout <= 0 || *refresh < 0 || *psiStall < 0 {
+		return fail("--reclaim-timeout %s / --notifier-refresh %s / --psi-stall %s: want positive durations", *hookTimeout, *refresh, *psiStall)
 	}
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail("--log-format %q: want text or json", *logFormat)
 	}
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, switches: parsed,
-			wakeups: agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
+			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
+			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
 	if *root == "" {
 		if !*dryRun && !*check {
 			return fail("--workload-root is required (the cgroup whose children are the workloads, e.g. /workloads); try --dry-run to see what evictd would do on this host")
 		}
 		*root = "/"
+	} else if err := checkWorkloadRoot(*root, *dryRun, *allowRoot); err != nil {
+		return fail("%v", err)
 	}
-	cfg, source, err := policyConfig(*configPath, evFlags)
+	if !*dryRun {
+		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
+		return fail("%v", err)
+	}
+	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -181,8 +207,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
+	for _, w := range warnings {
+		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
+	}
 
-	opts := agent.HostOptions{
+	opts := hostmode.Options{
 		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
 		Hooks: hooks, Log: log,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
@@ -199,7 +228,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.MemoryQoS = &qs
 	}
 	if *check {
-		h, err := agent.NewHost(opts)
+		h, err := hostmode.New(opts)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -212,6 +241,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	// Until the reload is wired below, a SIGHUP must not end the agent.
+	signal.Ignore(syscall.SIGHUP)
 	if *decisionLog != "" {
 		dl, err := agent.OpenDecisionLog(*decisionLog)
 		if err != nil {
@@ -223,7 +254,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
 	}
-	h, err := agent.NewHost(opts)
+	h, err := hostmode.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -237,8 +268,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	reloads := agent.NewReloader(log)
+	if *workloadsPath != "" {
+		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
+	}
+	defer reloadOnSIGHUP(reloads)()
 	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
-		"thresholds", thresholdTexts(h.Engine().Thresholds()), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
+		"thresholds", thresholdTexts(cfg.Thresholds), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
 		"interval", *interval, "metrics", *metricsAddr)
 	start := time.Now()
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

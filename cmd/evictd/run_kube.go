@@ -71,7 +71,7 @@ type runShared struct {
 	dryRun, check                                              bool
 	interval                                                   time.Duration
 	wakeups                                                    agent.WakeupConfig
-	switches                                                   map[string]agent.Tri
+	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
 }
 
@@ -152,8 +152,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
-		MemcgNotification: sh.switches["--memcg-notification"], PSI: sh.switches["--psi"],
-		MemoryEvents: sh.switches["--memory-events"], FastPoll: sh.switches["--fast-poll"],
+		Switches: sh.switches,
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile

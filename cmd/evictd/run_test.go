@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/load"
 )
 
 // Bad flags and files stop `evictd run` with one line naming what is wrong,
 // before anything touches the host.
 func TestRunRejectsBadConfiguration(t *testing.T) {
-	bad := filepath.Join(t.TempDir(), "w.yaml")
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "w.yaml")
+	defer load.SetMaxInputBytes(0)
 	if err := os.WriteFile(bad, []byte("workloads:\n- name: a\n  cgroup: a\n  priority: high\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +31,21 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--dry-run", "--log-format", "xml"}, `--log-format "xml"`},
 		{[]string{"--dry-run", "--reclaim-hook", "disk=true"}, `unknown eviction signal "disk"`},
 		{[]string{"--dry-run", "--eviction-hard", "memory.available<lots"}, `evictionHard.memory.available: "lots"`},
-		{[]string{"--dry-run", "--workloads", bad}, bad + `: workloads[0].priority: "\"high\"": want a 32-bit integer`},
+		{[]string{"--dry-run", "--workloads", bad}, bad + `: workloads[0].priority: "high": want a whole number`},
 		{[]string{"--check", "--workload-root", "/no-such-cgroup-evictd"}, "workload root /no-such-cgroup-evictd"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--check", "--workload-root", "../.."}, `--workload-root "../..": must be a cgroup inside the memory hierarchy`},
+		{[]string{"--check", "--workload-root", "/a/../../b"}, `without ".."`},
+		{[]string{"--check", "--workload-root", "/"}, `--workload-root "/": the hierarchy root makes every top-level cgroup`},
+		{[]string{"--workload-root", "//"}, `--allow-root-cgroup`},
+		{[]string{"--check", "--interval", "1ns"}, "--interval 1ns: must be at least 100ms"},
+		{[]string{"--check", "--metrics-addr", "bogus"}, `--metrics-addr "bogus": want host:port`},
+		{[]string{"--check", "--metrics-addr", "127.0.0.1:99999"}, `--metrics-addr "127.0.0.1:99999"`},
+		{[]string{"--check", "--state-file", dir}, "--state-file " + dir + ": is a directory, want a file"},
+		{[]string{"--check", "--state-file", bad + "/state.json"}, "--state-file " + bad + "/state.json: " + bad + " is not a directory"},
+		{[]string{"--dry-run", "--decision-log", dir}, "--decision-log " + dir + ": is a directory"},
+		{[]string{"--check", "--max-input-size", "-1"}, `invalid value "-1" for flag -max-input-size: want a positive size`},
+		{[]string{"--dry-run", "--max-input-size", "10", "--workloads", bad}, bad + ": file too large: 50 bytes, more than the 10-byte cap (raise it with --max-input-size)"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"run"}, c.args...), &out, &errb)

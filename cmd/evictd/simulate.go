@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/evictd/evictd/internal/safetext"
 	"github.com/evictd/evictd/internal/scenario"
 )
 
@@ -49,6 +50,7 @@ Example:
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v]", simulateHelp, stdout, stderr)
+	registerInputFlags(fs)
 	path := fs.String("scenario", "", "scenario file (YAML or JSON), required")
 	out := fs.String("o", "table", "output format: table or json")
 	verbose := fs.Bool("v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
@@ -118,7 +120,7 @@ func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
 			if i > 0 {
 				at, c, r = "", "", ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%ds\n", at, c, r, ev.Namespace, ev.Name, ev.GracePeriodSeconds)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%ds\n", at, c, r, safetext.Escape(ev.Namespace+"/"+ev.Name), ev.GracePeriodSeconds)
 		}
 	}
 	tw.Flush()
@@ -135,7 +137,7 @@ func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
 				fmt.Fprintln(w, "\nMessages:")
 				first = false
 			}
-			fmt.Fprintf(w, "  %s %s/%s: %s\n", st.At, ev.Namespace, ev.Name, strings.TrimSpace(ev.Message))
+			fmt.Fprintf(w, "  %s %s: %s\n", st.At, safetext.Escape(ev.Namespace+"/"+ev.Name), safetext.Escape(strings.TrimSpace(ev.Message)))
 		}
 		if verbose && st.Signal != "" {
 			fmt.Fprintf(w, "  %s deciding signal: %s\n", st.At, st.Signal)

@@ -14,6 +14,7 @@ import (
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/safetext"
 )
 
 const statHelp = `
@@ -164,7 +165,7 @@ func writeStatTable(w io.Writer, stats []collect.CgroupStat) {
 	fmt.Fprintln(tw, "KIND\tNAME\tWORKING SET\tUSAGE\tINACTIVE FILE\tLIMIT\tTHROTTLED\tPERIODS\tOOM\tOOM KILLS\tMEM PSI some avg10")
 	var notes []string
 	row := func(s collect.CgroupStat, indent string) {
-		name := s.Cgroup
+		name := safetext.Escape(s.Cgroup) // a cgroup directory may be named with terminal escapes
 		switch {
 		case s.Kind == "container":
 			name = indent + shortID(s.ContainerID)

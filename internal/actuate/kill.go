@@ -17,6 +17,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 )
 
 // Mode is the cgroup mode of the workload cgroups.
@@ -219,8 +222,14 @@ func (k *Killer) freezeKill(t Target) error {
 	}
 	deadline := time.Now().Add(freezeTimeout)
 	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(state)
-		if strings.TrimSpace(string(b)) == "FROZEN" {
+		s, err := cgroupv1.ReadFreezerState(fz)
+		if err != nil {
+			// Waiting cannot tell FROZEN any more; SIGKILL goes out
+			// anyway, as it does at the timeout.
+			k.log().Warn("cannot read freezer.state; killing without waiting for FROZEN", "cgroup", fz, "err", err)
+			break
+		}
+		if s == cgroupv1.Frozen {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -274,44 +283,12 @@ func (k *Killer) waitEmpty(ctx context.Context, dir string, d time.Duration) boo
 	}
 }
 
-// ProcsRecursive lists the processes of dir and of its descendant cgroups.
+// ProcsRecursive lists the processes of dir and of its descendant cgroups
+// (cgroup.ReadCgroupProcsRecursive: a bad cgroup.procs token is an error
+// naming the file and token; dir gone is a *cgroup.VanishedError, which the
+// kill path treats as gone).
 func ProcsRecursive(dir string) ([]int, error) {
-	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p != dir && errors.Is(err, fs.ErrNotExist) {
-				return nil // a child cgroup removed meanwhile
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		ps, err := readProcs(p)
-		if err != nil {
-			if p != dir && errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		pids = append(pids, ps...)
-		return nil
-	})
-	return pids, err
-}
-
-func readProcs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil && p > 0 {
-			pids = append(pids, p)
-		}
-	}
-	return pids, nil
+	return cgroup.ReadCgroupProcsRecursive(dir)
 }
 
 func procSet(dir string) (map[int]bool, error) {

@@ -3,6 +3,7 @@ package actuate
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -162,5 +164,33 @@ func TestKillMissingCgroup(t *testing.T) {
 	_, err := (&Killer{Mode: V1}).Kill(context.Background(), Target{Name: "gone", Cgroup: filepath.Join(t.TempDir(), "nope")}, 0)
 	if err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("got %v, want an error naming the workload", err)
+	}
+}
+
+// A removed cgroup is the typed vanished error (the kill path's "gone"),
+// not a bare fs error, and waitEmpty treats it as empty.
+func TestProcsRecursiveVanished(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, err := ProcsRecursive(dir)
+	if !cgroup.IsVanished(err) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("got %v, want a *cgroup.VanishedError", err)
+	}
+	if !(&Killer{}).waitEmpty(context.Background(), dir, 0) {
+		t.Error("waitEmpty on a vanished cgroup: false, want true")
+	}
+}
+
+// A cgroup.procs token that is not a PID is an error naming the file and the
+// token; the old parser dropped it and killed the rest. The kernel never
+// writes one, so a plain directory stands in for the cgroup.
+func TestProcsRecursiveBadToken(t *testing.T) {
+	dir := t.TempDir()
+	procs := filepath.Join(dir, "cgroup.procs")
+	if err := os.WriteFile(procs, []byte("12\n1x3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := ProcsRecursive(dir)
+	if err == nil || !strings.Contains(err.Error(), procs) || !strings.Contains(err.Error(), `"1x3"`) {
+		t.Fatalf("got %v, %v; want an error naming %s and \"1x3\"", pids, err, procs)
 	}
 }

@@ -4,8 +4,14 @@
 // metrics, one log line per action or state change, nothing per tick).
 //
 // The agent declares the small interfaces it consumes — stats source, pod
-// source, evictor, reclaimer, waker, clock — so the loop is tested with fakes
-// and a fake clock, and wired to the real host in cmd/evictd.
+// source, evictor, reclaimer, waker, threshold updater, clock — so the loop
+// is tested with fakes and a fake clock. A wiring implements them for one
+// kind of node: internal/hostmode for a host whose workloads are cgroups
+// under a workload root (Kubernetes mode's wiring, internal/kube, is being
+// added beside it on the same interfaces). This package
+// also holds what every wiring shares: the kernel wake-ups (Wakeups), the
+// decision log, the metrics and /healthz, the state file and the SIGHUP
+// reloads.
 package agent
 
 import (
@@ -77,10 +83,11 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// ThresholdUpdater is told about each Summary so that it can move kernel
+// ThresholdUpdater is told about each Summary, with the engine's thresholds
+// resolved against it (policy.Engine.Resolve), so that it can move kernel
 // thresholds (v1 memcg eventfd, fast-poll headroom). It rate-limits itself.
 type ThresholdUpdater interface {
-	Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold)
+	Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold)
 }
 
 // realClock is the wall clock.
@@ -108,7 +115,9 @@ type Config struct {
 	// say (a threshold met, an eviction, a condition change, an error).
 	DecisionLog *DecisionLog
 	Metrics     *Metrics
-	// StateFile persists the engine state after every change ("" = none).
+	// StateFile persists the engine state at the end of every synchronize
+	// (not in a dry run), atomically: a temporary file, fsync, rename, fsync
+	// of the directory ("" = none).
 	StateFile string
 	DryRun    bool
 	// OnRecord, when set, sees every record (also the quiet ones): the
@@ -117,6 +126,9 @@ type Config struct {
 	// BeforeEvict, when set, is called with the decision just before each
 	// kill starts (a kill can take the whole grace period).
 	BeforeEvict func(trig Trigger, d policy.Decision, act Action)
+	// UnhealthyAfter is how many synchronizes in a row may fail to observe
+	// the node before Healthy fails (0: DefaultUnhealthyAfter).
+	UnhealthyAfter int
 }
 
 // Agent runs the loop.
@@ -125,9 +137,10 @@ type Agent struct {
 	log       *slog.Logger
 	lastConds []v1.NodeConditionType
 	lastMet   []string
-	lastErr   string
+	lastErr   string // the Decision's error last logged
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+	faults    faults
 }
 
 // New checks cfg and returns an Agent.
@@ -306,7 +319,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	now := clk.Now()
 	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
 	if summary != nil && a.cfg.Updater != nil {
-		a.cfg.Updater.Update(now, summary, eng.Thresholds())
+		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
 	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
 	if d.ReclaimPending {
@@ -359,28 +372,15 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		a.cfg.Metrics.observe(rec, clk.Now().Sub(start))
 	}
 	if a.cfg.StateFile != "" && !a.cfg.DryRun {
-		if err := SaveState(a.cfg.StateFile, eng.State()); err != nil {
-			a.log.Error("saving engine state failed", "file", a.cfg.StateFile, "err", err)
-		}
+		a.noteOutput(stageStateFile, SaveState(a.cfg.StateFile, eng.State()))
 	}
 	if a.cfg.DecisionLog != nil && interesting(rec) {
-		if err := a.cfg.DecisionLog.Write(rec); err != nil {
-			a.log.Error("writing the decision log failed", "err", err)
-		}
+		a.noteOutput(stageDecisionLog, a.cfg.DecisionLog.Write(rec))
 	}
 	if a.cfg.OnRecord != nil {
 		a.cfg.OnRecord(rec)
 	}
-	if perr != nil && a.lastErr != perr.Error() {
-		a.log.Error("listing workloads failed", "err", perr)
-		a.lastErr = perr.Error()
-	} else if serr != nil && a.lastErr != serr.Error() {
-		a.log.Error("reading stats failed", "err", serr)
-		a.lastErr = serr.Error()
-	} else if perr == nil && serr == nil && a.lastErr != "" {
-		a.log.Info("stats and workloads readable again")
-		a.lastErr = ""
-	}
+	a.noteObserve(now, perr, serr)
 	return rec
 }
 
@@ -423,8 +423,11 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 
 // logStateChanges logs node conditions and met thresholds when they change.
 func (a *Agent) logStateChanges(d policy.Decision) {
-	if d.Error != "" && d.Error != a.lastErr {
-		a.log.Warn("synchronize stopped early", "err", d.Error)
+	if d.Error != a.lastErr {
+		if d.Error != "" {
+			a.log.Warn("synchronize stopped early", "err", d.Error)
+		}
+		a.lastErr = d.Error
 	}
 	conds := slices.Clone(d.NodeConditions)
 	if !slices.Equal(conds, a.lastConds) {

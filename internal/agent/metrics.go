@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -33,6 +34,7 @@ type Metrics struct {
 	ThresholdMet     *prometheus.GaugeVec
 	Condition        *prometheus.GaugeVec
 	LastSync         prometheus.Gauge
+	SyncErrors       *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -62,9 +64,15 @@ func NewMetrics() *Metrics {
 			Help: "1 while the node condition is reported."}, []string{"condition"}),
 		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "evictd", Name: "last_synchronize_timestamp_seconds",
 			Help: "Unix time of the last synchronize."}),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
+			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
 	}
+	// The Go runtime's and the process's own metrics (go_goroutines,
+	// process_open_fds, process_resident_memory_bytes): a long-running agent
+	// is watched for leaks with them (bench/soak.sh).
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
-		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync)
+		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors)
 	return m
 }
 
@@ -130,8 +138,13 @@ func (s *Server) Close() error {
 }
 
 // Healthy returns a health check for a: unhealthy before the first
-// synchronize or when none ran for three intervals.
+// synchronize, when none ran for three intervals, or when the last
+// UnhealthyAfter synchronizes could not read the workloads or the stats (the
+// agent runs but is blind).
 func (a *Agent) Healthy() error {
+	if err := a.blindness(); err != nil {
+		return err
+	}
 	last := a.LastSync()
 	if last.IsZero() {
 		return errors.New("no synchronize yet")

@@ -8,12 +8,59 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
+
+// Tri is an on/off/auto switch.
+type Tri string
+
+const (
+	Auto Tri = "auto"
+	On   Tri = "on"
+	Off  Tri = "off"
+)
+
+// ParseTri parses auto|on|off.
+func ParseTri(s string) (Tri, error) {
+	switch Tri(s) {
+	case Auto, On, Off:
+		return Tri(s), nil
+	}
+	return "", fmt.Errorf("%q: want auto, on or off", s)
+}
+
+// enabled says whether the switch is on, auto meaning what "auto" resolves
+// to here.
+func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
+
+// WakeupSwitches are the wake-ups asked for (evictd run's
+// --memcg-notification, --psi, --memory-events and --fast-poll), each on,
+// off or auto. Every wiring resolves them the same way, with Apply.
+type WakeupSwitches struct {
+	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+}
+
+// Apply sets cfg's switches for a node on cgroup v2 or v1 (cfg.V2) whose
+// engine has the given thresholds. Auto means memcg thresholds on v1, PSI,
+// memory.events and the fast poll on v2. Whatever was asked, memcg
+// thresholds need v1 (cgroup v2 has no cgroup.event_control), memory.events
+// needs v2, and memcg thresholds and the fast poll need a memory threshold
+// to watch.
+func (s WakeupSwitches) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
+	v2 := cfg.V2
+	hasMem := false
+	for _, t := range thresholds {
+		hasMem = hasMem || t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable
+	}
+	cfg.MemcgThresholds = s.MemcgNotification.enabled(!v2) && hasMem && !v2
+	cfg.PSI = s.PSI.enabled(v2)
+	cfg.MemoryEvents = s.MemoryEvents.enabled(v2) && v2
+	cfg.FastPoll = s.FastPoll.enabled(v2) && hasMem
+}
 
 // WakeupConfig says which kernel wake-ups to set up.
 type WakeupConfig struct {
@@ -40,6 +87,18 @@ type WakeupConfig struct {
 	Log            *slog.Logger
 }
 
+// psiParams are the PSI trigger's stall and window, defaulted.
+func (cfg WakeupConfig) psiParams() (stall, window time.Duration) {
+	stall, window = cfg.PSIStall, cfg.PSIWind
+	if stall == 0 {
+		stall = notify.DefaultPSIStall
+	}
+	if window == 0 {
+		window = notify.DefaultPSIWindow
+	}
+	return stall, window
+}
+
 // Wakeups owns the notifiers. It is the agent's Waker and ThresholdUpdater.
 type Wakeups struct {
 	cfg    WakeupConfig
@@ -57,6 +116,13 @@ type Wakeups struct {
 	fast         *notify.FastPoll // nil without the fast poll
 	cancel       context.CancelFunc
 	active       []string
+
+	// The notifiers on the pods cgroup's own files (v2 memory.pressure and
+	// memory.events) die with the cgroup: when the workload root is
+	// removed and created again they are set up again on the new one.
+	rootIno    uint64
+	rootClose  []func() error
+	rootActive []string
 }
 
 type headroomBase struct {
@@ -78,37 +144,18 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	}
 	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{}}
 	if cfg.PSI {
-		stall, win := cfg.PSIStall, cfg.PSIWind
-		if stall == 0 {
-			stall = notify.DefaultPSIStall
-		}
-		if win == 0 {
-			win = notify.DefaultPSIWindow
-		}
-		files := []string{"/proc/pressure/memory"}
-		if cfg.V2 && cfg.PodsCgroup != "" {
-			files = append(files, cfg.PodsCgroup+"/memory.pressure")
-		}
-		for _, f := range files {
-			t, err := notify.NewPSITrigger(p, w.waker, f, stall, win)
-			if err != nil {
-				w.failOnce("psi "+f, err)
-				continue
-			}
+		stall, win := cfg.psiParams()
+		f := "/proc/pressure/memory"
+		if t, err := notify.NewPSITrigger(p, w.waker, f, stall, win); err != nil {
+			w.failOnce("psi "+f, err)
+		} else {
 			w.closer = append(w.closer, t.Close)
 			w.active = append(w.active, "psi "+f)
 		}
 	}
-	if cfg.MemoryEvents && cfg.V2 && cfg.PodsCgroup != "" {
-		f := cfg.PodsCgroup + "/memory.events"
-		ew, err := notify.NewEventsWatch(p, w.waker, f)
-		if err != nil {
-			w.failOnce("memory.events "+f, err)
-		} else {
-			w.closer = append(w.closer, ew.Close)
-			w.active = append(w.active, "memory.events "+f)
-		}
-	}
+	w.mu.Lock()
+	w.watchRootLocked()
+	w.mu.Unlock()
 	if cfg.FastPoll && cfg.ReadPodsMemory != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
@@ -121,12 +168,60 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	return w, nil
 }
 
+// watchRootLocked sets up the notifiers on the pods cgroup's files (v2).
+func (w *Wakeups) watchRootLocked() {
+	cfg := w.cfg
+	if !cfg.V2 || cfg.PodsCgroup == "" {
+		return
+	}
+	w.rootIno = cgroup.DirInode(cfg.PodsCgroup)
+	if cfg.PSI {
+		stall, win := cfg.psiParams()
+		f := cfg.PodsCgroup + "/memory.pressure"
+		if t, err := notify.NewPSITrigger(w.poller, w.waker, f, stall, win); err != nil {
+			w.failOnce("psi "+f, err)
+		} else {
+			w.rootClose = append(w.rootClose, t.Close)
+			w.rootActive = append(w.rootActive, "psi "+f)
+		}
+	}
+	if cfg.MemoryEvents {
+		f := cfg.PodsCgroup + "/memory.events"
+		if ew, err := notify.NewEventsWatch(w.poller, w.waker, f); err != nil {
+			w.failOnce("memory.events "+f, err)
+		} else {
+			w.rootClose = append(w.rootClose, ew.Close)
+			w.rootActive = append(w.rootActive, "memory.events "+f)
+		}
+	}
+}
+
+// rewatchRoot sets the pods cgroup's notifiers up again when the cgroup was
+// created anew since they were (another inode at its path).
+func (w *Wakeups) rewatchRoot() {
+	if !w.cfg.V2 || w.cfg.PodsCgroup == "" {
+		return
+	}
+	ino := cgroup.DirInode(w.cfg.PodsCgroup)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ino == 0 || ino == w.rootIno {
+		return
+	}
+	for _, c := range w.rootClose {
+		c()
+	}
+	w.rootClose, w.rootActive = nil, nil
+	w.watchRootLocked()
+	w.log.Info("workload root created anew; its notifiers are set up again", "cgroup", w.cfg.PodsCgroup, "notifiers", w.rootActive)
+}
+
 // Active lists the notifiers that are running (memcg thresholds appear after
 // the first Update).
 func (w *Wakeups) Active() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := append([]string(nil), w.active...)
+	out := append(append([]string(nil), w.active...), w.rootActive...)
 	for k, m := range w.memcg {
 		if m.Threshold() > 0 {
 			out = append(out, "memcg-threshold "+k)
@@ -152,11 +247,16 @@ func (w *Wakeups) C() <-chan notify.Wake { return w.waker.C() }
 // Sink lets others (tests, the demo) inject wake-ups.
 func (w *Wakeups) Sink() notify.Sink { return w.waker }
 
-// Update moves the memcg thresholds (rate-limited) and the fast-poll baseline.
-func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []policy.Threshold) {
+// Update moves the memcg thresholds (rate-limited) and the fast-poll
+// baseline. The capacity, the available amount and the threshold in bytes
+// are the engine's (resolved); the Summary gives what only the notifiers
+// need: the usage (memcg counts page cache in it) and the pods' working set.
+func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []policy.ResolvedThreshold) {
+	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
-	for _, t := range thresholds {
+	for _, r := range resolved {
+		t := r.Threshold
 		var ms *statsv1alpha1.MemoryStats
 		dir := w.cfg.MemoryRoot
 		switch t.Signal {
@@ -167,12 +267,11 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, thresholds []p
 		default:
 			continue
 		}
-		if ms == nil || ms.AvailableBytes == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
+		if ms == nil || ms.WorkingSetBytes == nil || ms.UsageBytes == nil {
 			continue
 		}
-		capacity := int64(*ms.AvailableBytes + *ms.WorkingSetBytes)
-		thr := policy.ThresholdQuantity(t.Value, resource.NewQuantity(capacity, resource.BinarySI)).Value()
-		heads = append(heads, int64(*ms.AvailableBytes)-thr)
+		capacity, thr := r.Observation.Capacity.Value(), r.Quantity.Value()
+		heads = append(heads, r.Observation.Available.Value()-thr)
 		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
 			continue
 		}
@@ -241,7 +340,7 @@ func (w *Wakeups) Close() error {
 	for _, m := range w.memcg {
 		m.Close()
 	}
-	for _, c := range w.closer {
+	for _, c := range append(w.closer, w.rootClose...) {
 		c()
 	}
 	w.mu.Unlock()

@@ -126,24 +126,8 @@ type listedPackage struct {
 func listGraph(t *testing.T) (core, graph []listedPackage) {
 	t.Helper()
 	touchCoreSources(t)
-	args := append([]string{"list", "-json", "-e", "-deps"}, corePatterns...)
-	cmd := exec.Command("go", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p listedPackage
-		if err := dec.Decode(&p); err != nil {
-			t.Fatalf("decoding go list output: %v", err)
-		}
-		if p.Error != nil {
-			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
-		}
-		graph = append(graph, p)
+	graph = goList(t, append([]string{"-e", "-deps"}, corePatterns...)...)
+	for _, p := range graph {
 		if !p.DepOnly && len(p.GoFiles) > 0 {
 			core = append(core, p)
 		}
@@ -158,6 +142,32 @@ func listGraph(t *testing.T) (core, graph []listedPackage) {
 		}
 	}
 	return core, graph
+}
+
+// goList runs go list -json with args and returns the packages it lists,
+// failing on any package error.
+func goList(t *testing.T, args ...string) []listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p listedPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
 }
 
 func matchPattern(pat, path string) bool {

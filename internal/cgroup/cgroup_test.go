@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,18 +103,85 @@ func TestParseFlatKeyedKeepsUnknownKeysAndNamesBadLines(t *testing.T) {
 	}
 }
 
-func TestParsePIDs(t *testing.T) {
-	got, err := ParsePIDs(strings.NewReader("1\n17361\n"))
+func TestParseCgroupProcs(t *testing.T) {
+	got, err := parseCgroupProcs(strings.NewReader("1\n17361\n"))
 	if err != nil || len(got) != 2 || got[0] != 1 || got[1] != 17361 {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if got, err := ParsePIDs(strings.NewReader("")); err != nil || len(got) != 0 {
+	if got, err := parseCgroupProcs(strings.NewReader("")); err != nil || len(got) != 0 {
 		t.Fatalf("empty: %v, %v", got, err)
 	}
-	for _, in := range []string{"0\n", "-1\n", "abc\n", "1\n99999999999\n"} {
-		if _, err := ParsePIDs(strings.NewReader(in)); err == nil {
-			t.Errorf("ParsePIDs(%q): no error", in)
+	for _, tc := range []struct {
+		in    string
+		line  int
+		token string
+	}{
+		{"0\n", 1, "0"}, {"-1\n", 1, "-1"}, {"abc\n", 1, "abc"},
+		{"1\n99999999999\n", 2, "99999999999"}, {"1\n 2\n", 2, " 2"},
+	} {
+		_, err := parseCgroupProcs(strings.NewReader(tc.in))
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Line != tc.line || pe.Token != tc.token || !errors.Is(err, ErrNotPID) {
+			t.Errorf("parseCgroupProcs(%q) = %v; want line %d token %q", tc.in, err, tc.line, tc.token)
 		}
+	}
+}
+
+// The readers name the file and the bad token (actuate's old parser dropped
+// bad tokens silently); a removed cgroup is vanished, a removed descendant is
+// skipped by the recursive read.
+func TestReadCgroupProcs(t *testing.T) {
+	dir := t.TempDir()
+	child := filepath.Join(dir, "child")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d, s := range map[string]string{dir: "7\n", child: "8\n9\n"} {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pids, err := ReadCgroupProcsRecursive(dir); err != nil || !slices.Equal(pids, []int{7, 8, 9}) {
+		t.Fatalf("recursive: %v, %v", pids, err)
+	}
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte("8\nx9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadCgroupProcsRecursive(dir)
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Path != filepath.Join(child, "cgroup.procs") || pe.Token != "x9" || pe.Line != 2 {
+		t.Fatalf("bad token: %v; want a parse error naming %s and \"x9\"", err, filepath.Join(child, "cgroup.procs"))
+	}
+	if !strings.Contains(err.Error(), filepath.Join(child, "cgroup.procs")) || !strings.Contains(err.Error(), `"x9"`) {
+		t.Errorf("message %q does not name file and token", err)
+	}
+	if err := os.RemoveAll(child); err != nil {
+		t.Fatal(err)
+	}
+	if pids, err := ReadCgroupProcsRecursive(dir); err != nil || !slices.Equal(pids, []int{7}) {
+		t.Fatalf("after child removed: %v, %v", pids, err)
+	}
+	gone := filepath.Join(dir, "gone")
+	if _, err := ReadCgroupProcsRecursive(gone); !IsVanished(err) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("gone: %v; want a vanished error", err)
+	}
+	if n, err := ReadCgroupProcsCount(dir); err != nil || n != 1 {
+		t.Errorf("count: %d, %v", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("7\n8"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ReadCgroupProcsCount(dir); err != nil || n != 2 {
+		t.Errorf("count without a final newline: %d, %v", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("7\nx\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ReadCgroupProcsCount(dir); !errors.Is(err, ErrNotPID) {
+		t.Errorf("count with a bad token: %d, %v; want an error", n, err)
+	}
+	if _, err := ReadCgroupProcs(gone); !IsVanished(err) {
+		t.Errorf("gone: %v; want a vanished error", err)
 	}
 }
 
@@ -164,7 +232,7 @@ func TestReadFileGrowsForLargeFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pids, err := ReadFile(dir, "cgroup.procs", "1.0", ParsePIDs)
+	pids, err := ReadFile(dir, "cgroup.procs", "1.0", parseCgroupProcs)
 	if err != nil || len(pids) != 5000 {
 		t.Fatalf("got %d pids, %v", len(pids), err)
 	}
@@ -262,11 +330,14 @@ func FuzzParseFlatKeyed(f *testing.F) {
 	})
 }
 
-func FuzzParsePIDs(f *testing.F) {
+func FuzzParseCgroupProcs(f *testing.F) {
+	if b, err := os.ReadFile("v1/testdata/cgroup.procs"); err == nil {
+		f.Add(b)
+	}
 	f.Add([]byte("1\n2\n"))
 	f.Add([]byte("17361\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pids, err := ParsePIDs(&Content{b: b})
+		pids, err := parseCgroupProcs(&Content{b: b})
 		if err == nil {
 			for _, p := range pids {
 				if p <= 0 {

@@ -1,7 +1,9 @@
 // Package cgroup holds what the cgroup v1 and v2 readers share: the typed
-// errors every reader returns, the one-read file helper, the small token
-// parsers (numbers, "max", flat-keyed files) and the detection of which
-// hierarchy serves which controller on this host.
+// errors every reader returns, the one-read file helpers (by path, in an
+// opened directory, through a held descriptor), the small token parsers
+// (numbers, "max", flat-keyed files), the readers of the files both versions
+// have (cgroup.procs, cgroup.controllers), the child-cgroup listing and the
+// detection of which hierarchy serves which controller on this host.
 //
 // The per-version readers live in the v1 and v2 subpackages; they are named
 // after the kernel file they read. A reader never returns a silent 0: a value

@@ -114,15 +114,9 @@ func ParseFlatKeyed(r io.Reader, keys Keys, into []Entry) ([]Entry, error) {
 	if err != nil {
 		return into, err
 	}
-	line := 0
-	for len(b) > 0 {
-		line++
+	for line := 1; len(b) > 0; line++ {
 		var l []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			l, b = b[:i], b[i+1:]
-		} else {
-			l, b = b, nil
-		}
+		l, b = nextLine(b)
 		if len(l) == 0 {
 			continue
 		}
@@ -150,33 +144,10 @@ func Lookup(entries []Entry, key string) (uint64, bool) {
 	return 0, false
 }
 
-// ParsePIDs parses cgroup.procs (or tasks): one PID per line.
-func ParsePIDs(r io.Reader) ([]int, error) {
-	b, err := Bytes(r)
-	if err != nil {
-		return nil, err
+// nextLine splits b at its first newline: the line without it, and the rest.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
 	}
-	pids := make([]int, 0, bytes.Count(b, []byte{'\n'}))
-	line := 0
-	for len(b) > 0 {
-		line++
-		var l []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			l, b = b[:i], b[i+1:]
-		} else {
-			l, b = b, nil
-		}
-		if len(l) == 0 {
-			continue
-		}
-		v, err := ParseUint(l)
-		if err != nil || v == 0 || v > math.MaxInt32 || l[0] == '-' {
-			if err == nil {
-				err = ErrNotNumber
-			}
-			return nil, &ParseError{Line: line, Token: string(l), Err: err}
-		}
-		pids = append(pids, int(v))
-	}
-	return pids, nil
+	return b, nil
 }

@@ -1,11 +1,11 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -109,15 +109,43 @@ func readFile[T any](dirfd int, dir, name, minKernel string, parse func(io.Reade
 	var zero T
 	path := dir + "/" + name
 	c := contentPool.Get().(*Content)
-	defer func() {
-		if cap(c.b) <= 1<<20 { // do not keep a huge cgroup.procs buffer alive
-			c.b, c.off = c.b[:0], 0
-			contentPool.Put(c)
-		}
-	}()
+	defer putContent(c)
 	if err := readInto(c, dirfd, dir, name, path, minKernel); err != nil {
 		return zero, err
 	}
+	return parseContent(c, path, parse)
+}
+
+// ReadFd reads the whole kernel file open at fd from offset 0 (pread: the
+// descriptor's offset does not matter) and hands it to parse, with
+// ReadFile's errors; path names the file in them. It is for descriptors a
+// caller keeps open to be notified through: reading memory.events re-arms
+// its POLLPRI, and a v1 memcg threshold is registered on the descriptor of
+// memory.usage_in_bytes. ENODEV or ENOENT (the cgroup was removed) is a
+// *VanishedError for path's directory.
+func ReadFd[T any](fd int, path string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	c := contentPool.Get().(*Content)
+	defer putContent(c)
+	if err := readAll(c, fd, filepath.Dir(path), path, true); err != nil {
+		return zero, err
+	}
+	return parseContent(c, path, parse)
+}
+
+// putContent returns c to the pool, unless it grew huge: a big cgroup.procs
+// buffer is not kept alive.
+func putContent(c *Content) {
+	if cap(c.b) <= 1<<20 {
+		c.b, c.off = c.b[:0], 0
+		contentPool.Put(c)
+	}
+}
+
+// parseContent parses c, filling path into a *ParseError (or prefixing any
+// other error with it).
+func parseContent[T any](c *Content, path string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	v, err := parse(c)
 	if err != nil {
 		var pe *ParseError
@@ -145,12 +173,24 @@ func readInto(c *Content, dirfd int, dir, name, path, minKernel string) error {
 		return classifyOpenError(dir, path, minKernel, err)
 	}
 	defer unix.Close(fd)
+	return readAll(c, fd, dir, path, false)
+}
+
+// readAll reads fd until EOF into c: with read(2), or with pread(2) from
+// offset 0 when pread is set.
+func readAll(c *Content, fd int, dir, path string, pread bool) error {
 	c.b, c.off = c.b[:0], 0
 	for {
 		if len(c.b) == cap(c.b) {
 			c.b = append(c.b, 0)[:len(c.b)]
 		}
-		n, err := unix.Read(fd, c.b[len(c.b):cap(c.b)])
+		var n int
+		var err error
+		if pread {
+			n, err = unix.Pread(fd, c.b[len(c.b):cap(c.b)], int64(len(c.b)))
+		} else {
+			n, err = unix.Read(fd, c.b[len(c.b):cap(c.b)])
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -197,9 +237,6 @@ func classifyOpenError(dir, path, minKernel string, err error) error {
 	}
 	return &fs.PathError{Op: "open", Path: path, Err: err}
 }
-
-// trimSpace is bytes.TrimSpace; kept as a name for readers of the parsers.
-func trimSpace(b []byte) []byte { return bytes.TrimSpace(b) }
 
 // NewContent returns a Content holding b, for parsers fed from memory
 // (benchmarks, fuzzers) that want the same zero-copy path as the readers.

@@ -585,7 +585,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 			cs.Memory = evictionMemory(cm, now)
 		}
 		p.Containers = append(p.Containers, cs)
-		n, err := countProcsAt(cd)
+		n, err := cgroup.ReadCgroupProcsCountAt(cd)
 		cd.Close()
 		if err != nil && !gone(err) {
 			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
@@ -610,7 +610,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 
 // countProcsTreeAt counts the processes in d and every cgroup below it.
 func countProcsTreeAt(d *cgroup.Dir) (uint64, error) {
-	n, err := countProcsAt(d)
+	n, err := cgroup.ReadCgroupProcsCountAt(d)
 	if err != nil {
 		return 0, err
 	}
@@ -620,7 +620,7 @@ func countProcsTreeAt(d *cgroup.Dir) (uint64, error) {
 	if links, err := d.Nlink(); err == nil && links == 2 {
 		return n, nil
 	}
-	subs, err := subdirs(d.Path)
+	subs, err := cgroup.Children(d.Path)
 	if err != nil {
 		return 0, err
 	}

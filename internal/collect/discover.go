@@ -6,8 +6,6 @@
 package collect
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/evictd/evictd/internal/cgroup"
 )
 
 // Workload is one pod, or one plain workload, found in the cgroup hierarchy.
@@ -78,7 +76,7 @@ func DetectPodsCgroup(root string) (string, error) {
 // being listed is skipped.
 func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 	podsCgroup = "/" + strings.Trim(podsCgroup, "/")
-	top, err := os.ReadDir(root + podsCgroup)
+	top, err := cgroup.Children(root + podsCgroup)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods cgroup: %w", err)
 	}
@@ -89,7 +87,7 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 			return
 		}
 		w := Workload{Name: name, PodUID: uid, QOS: qos, Cgroup: path.Join(parent, name)}
-		cs, err := subdirs(root + w.Cgroup)
+		cs, err := cgroup.Children(root + w.Cgroup)
 		if errors.Is(err, fs.ErrNotExist) {
 			return // the pod went away while we looked
 		}
@@ -100,20 +98,14 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 		}
 		out = append(out, w)
 	}
-	for _, e := range top {
-		if !e.IsDir() {
-			continue
-		}
-		n := e.Name()
+	for _, n := range top {
 		if qos, ok := parseQOSCgroupName(n); ok {
-			sub, err := os.ReadDir(root + path.Join(podsCgroup, n))
+			sub, err := cgroup.Children(root + path.Join(podsCgroup, n))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("listing %s pods: %w", qos, err)
 			}
 			for _, p := range sub {
-				if p.IsDir() {
-					add(path.Join(podsCgroup, n), p.Name(), qos)
-				}
+				add(path.Join(podsCgroup, n), p, qos)
 			}
 			continue
 		}
@@ -127,15 +119,13 @@ func DiscoverPods(root, podsCgroup string) ([]Workload, error) {
 // root): each child cgroup is one workload, named after its directory.
 func DiscoverPlain(root, workloadRoot string) ([]Workload, error) {
 	workloadRoot = "/" + strings.Trim(workloadRoot, "/")
-	es, err := os.ReadDir(root + workloadRoot)
+	es, err := cgroup.Children(root + workloadRoot)
 	if err != nil {
 		return nil, fmt.Errorf("listing workload root: %w", err)
 	}
 	var out []Workload
 	for _, e := range es {
-		if e.IsDir() {
-			out = append(out, Workload{Name: e.Name(), Cgroup: path.Join(workloadRoot, e.Name())})
-		}
+		out = append(out, Workload{Name: e, Cgroup: path.Join(workloadRoot, e)})
 	}
 	return out, nil
 }
@@ -210,57 +200,4 @@ func parseContainerCgroupName(n string) (id, runtime string, ok bool) {
 	}
 	// cgroupfs driver: the directory is the container ID itself.
 	return n, "", n != ""
-}
-
-// subdirs lists the names of dir's subdirectories. A cgroup directory holds
-// dozens of control files beside its few children: reading the entries raw
-// (getdents64) and keeping only directories saves os.ReadDir's allocation
-// and sorting of every file entry, a tenth of an eviction-only Summary.
-// Sorted, as os.ReadDir's.
-func subdirs(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	var out []string
-	var buf [8192]byte
-	for {
-		n, err := unix.Getdents(fd, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "getdents", Path: dir, Err: err}
-		}
-		if n <= 0 {
-			sort.Strings(out)
-			return out, nil
-		}
-		// struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name\0
-		for off := 0; off+19 <= n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen == 0 || off+reclen > n {
-				break
-			}
-			typ := buf[off+18]
-			name := buf[off+19 : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if typ == unix.DT_UNKNOWN { // a filesystem without d_type (fixtures): ask
-				var st unix.Stat_t
-				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-					typ = unix.DT_DIR
-				}
-			}
-			if typ == unix.DT_DIR && string(name) != "." && string(name) != ".." {
-				out = append(out, string(name))
-			}
-			off += reclen
-		}
-	}
 }

@@ -1,9 +1,7 @@
 package collect
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 
 	"github.com/evictd/evictd/internal/cgroup"
 	v1 "github.com/evictd/evictd/internal/cgroup/v1"
@@ -105,26 +103,4 @@ func readRootMemory(dir string, version int) (CgroupMemory, error) {
 	u := s.Anon + s.File
 	return CgroupMemory{Usage: u, InactiveFile: s.InactiveFile, WorkingSet: v2.WorkingSet(u, &s),
 		RSS: s.Anon, Pgfault: s.Pgfault, Pgmajfault: s.Pgmajfault}, nil
-}
-
-// countProcs counts the PIDs in dir's cgroup.procs without keeping them.
-func countProcs(dir string) (uint64, error) {
-	return cgroup.ReadFile(dir, "cgroup.procs", "2.6.24", parseProcCount)
-}
-
-// countProcsAt is countProcs in an opened directory.
-func countProcsAt(d *cgroup.Dir) (uint64, error) {
-	return cgroup.ReadFileAt(d, "cgroup.procs", "2.6.24", parseProcCount)
-}
-
-func parseProcCount(r io.Reader) (uint64, error) {
-	b, err := cgroup.Bytes(r)
-	if err != nil {
-		return 0, err
-	}
-	n := uint64(bytes.Count(b, []byte{'\n'}))
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		n++ // a last line without its newline
-	}
-	return n, nil
 }

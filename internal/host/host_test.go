@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -179,6 +180,66 @@ func FuzzParseLoadavg(f *testing.F) {
 		l, err := parseLoadavg(strings.NewReader(string(b)))
 		if err == nil && (l.Load1 < 0 || l.Load1 != l.Load1) {
 			t.Fatalf("load %v", l.Load1)
+		}
+	})
+}
+
+func TestParseProcCgroup(t *testing.T) {
+	cs, err := parseProcCgroup(open(t, "testdata/self.cgroup.hybrid"))
+	if err != nil || len(cs) != 10 {
+		t.Fatalf("hybrid: %+v %v", cs, err)
+	}
+	if c := cs[5]; c.HierarchyID != 4 || len(c.Controllers) != 1 || c.Controllers[0] != "memory" || !strings.HasPrefix(c.Path, "/") {
+		t.Errorf("memory line %+v", c)
+	}
+	if c := cs[9]; c.HierarchyID != 0 || c.Controllers != nil || c.Path != "/" {
+		t.Errorf("v2 line %+v", c)
+	}
+	cs, err = parseProcCgroup(open(t, vmProc+"self.cgroup"))
+	if err != nil || len(cs) != 1 || cs[0].HierarchyID != 0 || cs[0].Path != "/" {
+		t.Fatalf("vm: %+v %v", cs, err)
+	}
+	cs, err = parseProcCgroup(strings.NewReader("3:cpu,cpuacct:/a:b\n"))
+	if err != nil || len(cs[0].Controllers) != 2 || cs[0].Path != "/a:b" {
+		t.Errorf("colon in path: %+v %v", cs, err)
+	}
+	for _, tc := range []struct{ in, token string }{
+		{"0:/\n", "0:/"}, {"x::/\n", "x"}, {"0::\n", ""}, {"0::rel\n", "rel"},
+	} {
+		_, err := parseProcCgroup(strings.NewReader(tc.in))
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Token != tc.token || pe.Line != 1 {
+			t.Errorf("parseProcCgroup(%q) = %v; want a parse error on token %q", tc.in, err, tc.token)
+		}
+	}
+}
+
+// The reader on this process's own /proc/self/cgroup: the kernel always
+// lists at least the v2 line or a v1 hierarchy.
+func TestReadSelfCgroup(t *testing.T) {
+	cs, err := ReadSelfCgroup("/proc")
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("%+v %v", cs, err)
+	}
+	if _, err := ReadSelfCgroup(t.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func FuzzParseProcCgroup(f *testing.F) {
+	for _, p := range []string{"testdata/self.cgroup.hybrid", vmProc + "self.cgroup"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := parseProcCgroup(bytes.NewReader(b))
+		if err == nil {
+			for _, c := range cs {
+				if c.HierarchyID < 0 || !strings.HasPrefix(c.Path, "/") {
+					t.Fatalf("%+v", c)
+				}
+			}
 		}
 	})
 }

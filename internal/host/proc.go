@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -102,7 +103,7 @@ func parseUptime(r io.Reader) (float64, error) {
 		return 0, &ParseError{Line: 1, Err: errMissing}
 	}
 	v, err := strconv.ParseFloat(string(f[0]), 64)
-	if err != nil || v < 0 || v != v {
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, &ParseError{Line: 1, Token: string(f[0]), Err: errNotNumber}
 	}
 	return v, nil

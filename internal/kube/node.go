@@ -44,16 +44,16 @@ type Options struct {
 	// with the kubelet's own evictions.
 	DryRun, Shadow bool
 	// Wakeups: the tunables of the kernel wake-ups (stall, window, fast-poll
-	// bounds, refresh); the switches come from the four Tri fields, resolved
-	// for the detected cgroup version as in host mode, and the cgroup paths
-	// and the pods-memory reader are filled in here.
-	Wakeups                                        agent.WakeupConfig
-	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
-	Interval                                       time.Duration
-	StateFile                                      string
-	DecisionLog                                    *agent.DecisionLog
-	Metrics                                        *agent.Metrics
-	Log                                            *slog.Logger
+	// bounds, refresh); Switches resolve which run for the detected cgroup
+	// version, as in host mode; the cgroup paths and the pods-memory reader
+	// are filled in here.
+	Wakeups     agent.WakeupConfig
+	Switches    agent.WakeupSwitches
+	Interval    time.Duration
+	StateFile   string
+	DecisionLog *agent.DecisionLog
+	Metrics     *agent.Metrics
+	Log         *slog.Logger
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 }
@@ -147,20 +147,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	st.Pods, n.Pods = pods, pods
 
 	memRoot, version := col.MemoryRoot()
-	hasMem := false
-	for _, t := range eng.Thresholds() {
-		if t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable {
-			hasMem = true
-		}
-	}
 	v2 := version == 2
-	on := func(t agent.Tri, auto bool) bool { return t == agent.On || (t == agent.Auto && auto) }
 	wc := o.Wakeups
 	wc.MemoryRoot, wc.PodsCgroup, wc.V2 = memRoot, filepath.Join(memRoot, col.PodsCgroup()), v2
-	wc.MemcgThresholds = on(o.MemcgNotification, !v2) && hasMem && !v2
-	wc.PSI = on(o.PSI, v2)
-	wc.MemoryEvents = on(o.MemoryEvents, v2) && v2
-	wc.FastPoll = on(o.FastPoll, v2) && hasMem
+	o.Switches.Apply(&wc, eng.Thresholds())
 	wc.ReadPodsMemory = func() (uint64, error) {
 		m, err := col.ReadPodsCgroupMemory()
 		return m.WorkingSet, err

@@ -171,7 +171,7 @@ func (s *nodeSetup) options() Options {
 	return Options{
 		Rest: s.srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: s.self.UID}, Policy: s.cfg,
 		Collect: collect.Config{PodsCgroup: "/" + s.pods}, PDBWait: DefaultPDBWait,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+		Switches: agent.WakeupSwitches{MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off},
 		Interval: time.Second, Log: slog.New(slog.NewTextHandler(s.logs, nil)),
 	}
 }

@@ -146,6 +146,15 @@ func TestRules(t *testing.T) {
 		{"soft grace 0s", Input{Config: with(func(k *kcfg) { k.EvictionSoftGracePeriod["memory.available"] = "0s" }), ConfigFile: "c.yaml"},
 			[]want{{"soft-grace-zero", SeverityWarning, "evictionSoftGracePeriod.memory.available", ""}}},
 
+		// threshold-above-any-capacity
+		{"memory threshold above any node", Input{Config: with(func(k *kcfg) { k.EvictionHard["memory.available"] = "1e30" }), ConfigFile: "c.yaml"},
+			[]want{{"threshold-above-any-capacity", SeverityWarning, "evictionHard.memory.available", "the threshold is above what any node has (4Pi, the most memory Linux can address)"},
+				{"soft-not-above-hard", SeverityWarning, "evictionSoft.memory.available", ""}}},
+		{"pid threshold above pid_max from a flag", Input{Config: with(func(k *kcfg) { k.EvictionHard = map[string]string{"pid.available": "5000000"} }),
+			FlagsSet: []string{"eviction-hard"}, ConfigFile: "c.yaml"},
+			[]want{{"partial-eviction-hard", SeverityWarning, "--eviction-hard", ""}, {"threshold-above-any-capacity", SeverityWarning, "--eviction-hard.pid.available", ""}}},
+		{"large but possible", Input{Config: with(func(k *kcfg) { k.EvictionHard["imagefs.available"] = "1Ei" }), ConfigFile: "c.yaml"}, nil},
+
 		// soft-not-above-hard
 		{"soft below hard", Input{Config: with(func(k *kcfg) { k.EvictionSoft["memory.available"] = "50Mi" }), ConfigFile: "c.yaml"},
 			[]want{{"soft-not-above-hard", SeverityWarning, "evictionSoft.memory.available", ""}}},

@@ -37,6 +37,7 @@ var rules = []rule{
 	{"percentage-not-dropped", rulePercentageNotDropped},
 	{"soft-grace-zero", ruleSoftGraceZero},
 	{"soft-not-above-hard", ruleSoftNotAboveHard},
+	{"threshold-above-any-capacity", ruleAboveAnyCapacity},
 	{"grace-period-without-soft-threshold", ruleOrphanGrace},
 	{"minimum-reclaim-without-threshold", ruleOrphanReclaim},
 	{"minimum-reclaim-out-of-proportion", ruleReclaimOutOfProportion},

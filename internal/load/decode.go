@@ -42,6 +42,13 @@ func (k topKind) String() string {
 // is passed through untouched; its duplicate keys are caught by the strict
 // JSON decoder later.
 func toJSON(data []byte, file string) ([]byte, topKind, error) {
+	return convert(data, file, nil)
+}
+
+// convert is toJSON; with dups non-nil, duplicate YAML keys are collected
+// there (the last value wins, as in the kubelet's lenient decoding) instead of
+// failing.
+func convert(data []byte, file string, dups *[]*Error) ([]byte, topKind, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, 0, &Error{File: file, Err: ErrEmpty}
@@ -70,9 +77,15 @@ func toJSON(data []byte, file string) ([]byte, topKind, error) {
 		return nil, 0, &Error{File: file, Err: ErrEmpty}
 	}
 	root := doc.Content[0]
-	if err := checkDuplicateKeys(root, ""); err != nil {
-		err.File = file
-		return nil, 0, err
+	var found []*Error
+	duplicateKeys(root, "", &found)
+	for _, d := range found {
+		d.File = file
+	}
+	if dups != nil {
+		*dups = append(*dups, found...)
+	} else if len(found) > 0 {
+		return nil, 0, found[0]
 	}
 	kind := topScalar
 	switch root.Kind {
@@ -91,10 +104,10 @@ func toJSON(data []byte, file string) ([]byte, topKind, error) {
 	return js, kind, nil
 }
 
-// checkDuplicateKeys walks a YAML tree and reports the first key that appears
-// twice in one mapping, with its path and both lines. Aliases are not
-// followed: their targets are checked where they are defined.
-func checkDuplicateKeys(n *yamlv3.Node, path string) *Error {
+// duplicateKeys walks a YAML tree and appends every key that appears twice in
+// one mapping, with its path and both lines, in document order. Aliases are
+// not followed: their targets are checked where they are defined.
+func duplicateKeys(n *yamlv3.Node, path string, out *[]*Error) {
 	switch n.Kind {
 	case yamlv3.MappingNode:
 		seen := make(map[string]int, len(n.Content)/2)
@@ -102,22 +115,32 @@ func checkDuplicateKeys(n *yamlv3.Node, path string) *Error {
 			k, v := n.Content[i], n.Content[i+1]
 			key := k.Value
 			if first, dup := seen[key]; dup && key != "<<" {
-				return &Error{Field: joinPath(path, key), Value: key,
-					Err: fmt.Errorf("%w (lines %d and %d); the kubelet would silently keep the last one", ErrDuplicateKey, first, k.Line)}
+				*out = append(*out, &Error{Field: joinPath(path, key), Value: key,
+					Err: fmt.Errorf("%w (lines %d and %d); the kubelet would silently keep the last one", ErrDuplicateKey, first, k.Line)})
 			}
 			seen[key] = k.Line
-			if err := checkDuplicateKeys(v, joinPath(path, key)); err != nil {
-				return err
-			}
+			duplicateKeys(v, joinPath(path, key), out)
 		}
 	case yamlv3.SequenceNode:
 		for i, c := range n.Content {
-			if err := checkDuplicateKeys(c, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
+			duplicateKeys(c, path+"["+strconv.Itoa(i)+"]", out)
 		}
 	}
-	return nil
+}
+
+// Decode decodes one YAML or JSON document holding an object into v, a
+// pointer to a typed struct, strictly: unknown fields, duplicate keys,
+// several documents and wrong types are errors (*Error) naming file, field
+// path and value. It is the one decoder every input file goes through.
+func Decode(data []byte, file string, v any) error {
+	js, top, err := toJSON(data, file)
+	if err != nil {
+		return err
+	}
+	if top != topObject {
+		return &Error{File: file, Err: fmt.Errorf("top level is %s, want an object", top)}
+	}
+	return decodeStrict(js, file, "", v)
 }
 
 // decodeStrict decodes JSON into v as the Kubernetes API machinery does
@@ -135,18 +158,64 @@ func decodeStrict(js []byte, file, prefix string, v any) error {
 		return &Error{File: file, Field: prefix, Err: err}
 	}
 	if len(strictErrs) > 0 {
-		first := strictErrs[0]
-		cause := ErrUnknownField
-		if strings.HasPrefix(first.Error(), "duplicate field") {
-			cause = ErrDuplicateKey
+		if noKnownField(js, reflect.TypeOf(v).Elem()) {
+			// Not a typo but the wrong file (a scenario naming /etc/shadow
+			// as its summary): naming its keys would echo its content.
+			return &Error{File: file, Field: prefix, Err: ErrWrongDocument}
 		}
-		field := ""
-		if fe, ok := first.(sigsjson.FieldError); ok {
-			field = fe.FieldPath()
-		}
-		return &Error{File: file, Field: joinPath(prefix, field), Err: cause}
+		return strictError(strictErrs[0], file, prefix)
 	}
 	return nil
+}
+
+// strictError turns one of sigs.k8s.io/json's strict errors (an unknown or
+// duplicate field) into an *Error.
+func strictError(e error, file, prefix string) *Error {
+	cause := ErrUnknownField
+	if strings.HasPrefix(e.Error(), "duplicate field") {
+		cause = ErrDuplicateKey
+	}
+	field := ""
+	if fe, ok := e.(sigsjson.FieldError); ok {
+		field = fe.FieldPath()
+	}
+	return &Error{File: file, Field: joinPath(prefix, field), Err: cause}
+}
+
+// noKnownField reports whether js is an object none of whose keys is a field
+// of struct type t, and which is not one mistyped field name either (several
+// keys, or a key no field name would look like).
+func noKnownField(js []byte, t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(js, &top) != nil || len(top) == 0 {
+		return false
+	}
+	fields := jsonFields(t)
+	for k := range top {
+		if _, ok := fields[k]; ok {
+			return false
+		}
+		if len(top) == 1 && fieldLike(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// fieldLike reports whether s could be a mistyped field name.
+func fieldLike(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()

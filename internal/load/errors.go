@@ -3,8 +3,9 @@ package load
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/evictd/evictd/internal/safetext"
 )
 
 // Sentinel causes, for errors.Is on an *Error's Err.
@@ -16,6 +17,10 @@ var (
 	// ErrDuplicateKey: the same key appears twice in one map or object; the
 	// kubelet would silently keep the last one.
 	ErrDuplicateKey = errors.New("duplicate key")
+	// ErrWrongDocument: an object none of whose keys is a field of the
+	// expected type — the wrong file, whose keys are not repeated in the
+	// error (they may be secrets).
+	ErrWrongDocument = errors.New("none of its keys is a field of this kind of document (is it the right file?)")
 )
 
 // maxValueLen bounds the value quoted in an error so that the error stays one
@@ -39,7 +44,7 @@ func (e *Error) Error() string {
 	b.WriteString(e.File)
 	if e.Field != "" {
 		b.WriteString(": ")
-		b.WriteString(printable(e.Field))
+		b.WriteString(safetext.Escape(e.Field)) // a YAML key may hold a newline or an escape
 	}
 	if e.Value != "" {
 		v := e.Value
@@ -59,18 +64,6 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// printable escapes control characters (a YAML key may contain a newline) so
-// that a field path cannot break the one-line error.
-func printable(s string) string {
-	for _, r := range s {
-		if r < ' ' || r == 0x7f {
-			q := strconv.Quote(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
-}
 
 func oneLine(s string) string {
 	if !strings.ContainsAny(s, "\n\t") {

@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 )
 
 // Kubelet configuration identity, as the kubelet's config-file loader wants it.
@@ -19,7 +17,7 @@ const (
 
 // KubeletConfigFile reads and decodes a KubeletConfiguration file.
 func KubeletConfigFile(path string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +57,7 @@ func ParseKubeletConfig(data []byte, name string) (*kubeletconfigv1beta1.Kubelet
 // that must tell an explicit zero ("evictionPressureTransitionPeriod: 0s")
 // from an absent field.
 func KubeletConfigFileFields(path string) (*kubeletconfigv1beta1.KubeletConfiguration, map[string]bool, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,47 +83,44 @@ func ParseKubeletConfigFields(data []byte, name string) (*kubeletconfigv1beta1.K
 	return kc, present, nil
 }
 
-// readFile reads a whole input file; its errors already name the path.
-func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &Error{File: path, Err: err}
-	}
-	return data, nil
-}
-
-// KubeletConfigFileLenient reads the kubelet's own config file as the
-// kubelet does: strictly first, and when that fails only for unknown fields
-// or duplicate keys, again leniently (unknown fields ignored, the last of
-// duplicate keys kept), with the strict error returned as a warning. Any
-// other problem (syntax, a wrong type, kind or apiVersion) is an error.
-// Kubernetes mode reads the host's kubelet configuration this way: a field
-// of a newer kubelet, or a duplicate the kubelet tolerates, must not stop
-// evictd.
-func KubeletConfigFileLenient(path string) (kc *kubeletconfigv1beta1.KubeletConfiguration, warning error, err error) {
-	data, err := readFile(path)
+// KubeletConfigFileLenient reads a KubeletConfiguration as the kubelet
+// itself does; see ParseKubeletConfigLenient.
+func KubeletConfigFileLenient(path string) (*kubeletconfigv1beta1.KubeletConfiguration, []error, error) {
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return ParseKubeletConfigLenient(data, path)
 }
 
-// ParseKubeletConfigLenient is KubeletConfigFileLenient on data.
-func ParseKubeletConfigLenient(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, error, error) {
-	kc, strictErr := ParseKubeletConfig(data, name)
-	if strictErr == nil {
-		return kc, nil, nil
+// ParseKubeletConfigLenient decodes strictly and, when that fails only on
+// unknown fields or duplicate keys, decodes again leniently (the last
+// duplicate wins, unknown fields are dropped) and returns each of them as a
+// warning: the kubelet's own config loader does exactly that, so an agent
+// must not refuse a file its kubelet runs with. Every other error (a wrong
+// type, a bad kind, the wrong kind of file) is still an error. `evictd lint`
+// uses the strict ParseKubeletConfig and reports them as findings.
+func ParseKubeletConfigLenient(data []byte, name string) (*kubeletconfigv1beta1.KubeletConfiguration, []error, error) {
+	kc, err := ParseKubeletConfig(data, name)
+	if err == nil || !(errors.Is(err, ErrUnknownField) || errors.Is(err, ErrDuplicateKey)) {
+		return kc, nil, err
 	}
-	if !errors.Is(strictErr, ErrUnknownField) && !errors.Is(strictErr, ErrDuplicateKey) {
-		return nil, nil, strictErr
-	}
-	js, err := yaml.YAMLToJSON(data) // JSON passes through; duplicates collapse to the last
+	var dups []*Error
+	js, _, err := convert(data, name, &dups)
 	if err != nil {
-		return nil, nil, &Error{File: name, Err: fmt.Errorf("not valid YAML: %w", err)}
+		return nil, nil, err
 	}
 	kc = &kubeletconfigv1beta1.KubeletConfiguration{}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, kc); err != nil {
-		return nil, nil, &Error{File: name, Err: err}
+	strictErrs, err := sigsjson.UnmarshalStrict(js, kc)
+	if err != nil {
+		return nil, nil, decodeStrict(js, name, "", kc) // names the field and value
 	}
-	return kc, strictErr, nil
+	var warnings []error
+	for _, d := range dups {
+		warnings = append(warnings, d)
+	}
+	for _, e := range strictErrs {
+		warnings = append(warnings, strictError(e, name, ""))
+	}
+	return kc, warnings, nil
 }

@@ -10,7 +10,7 @@ import (
 
 // PodsFile reads and decodes pods; see ParsePods for the accepted shapes.
 func PodsFile(path string) ([]*v1.Pod, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +60,11 @@ func ParsePods(data []byte, name string) ([]*v1.Pod, error) {
 		}
 		if err := decodeStrict(js, name, "", &list); err != nil {
 			return nil, err
+		}
+		if _, ok := probe["items"]; !ok {
+			// kubectl always writes items ([] when empty); a list without
+			// them is a file cut short.
+			return nil, &Error{File: name, Field: "items", Err: fmt.Errorf("required in a %s ([] when empty)", kind)}
 		}
 		return decodePodItems(list.Items, name, "items")
 	}

@@ -8,7 +8,7 @@ import (
 
 // SummaryFile reads and decodes a kubelet /stats/summary document.
 func SummaryFile(path string) (*statsv1alpha1.Summary, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

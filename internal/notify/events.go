@@ -1,62 +1,14 @@
 package notify
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	v2 "github.com/evictd/evictd/internal/cgroup/v2"
 )
-
-// MemoryEvents are the counters of a cgroup v2 memory.events file that matter
-// for eviction: high (throttled), max (hit the limit), oom and oom_kill.
-type MemoryEvents struct {
-	Low, High, Max, OOM, OOMKill, OOMGroupKill uint64
-}
-
-// parseMemoryEvents parses memory.events ("key value" lines). Unknown keys
-// are ignored (kernels add them); a malformed value is an error.
-func parseMemoryEvents(r io.Reader) (MemoryEvents, error) {
-	var ev MemoryEvents
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) != 2 {
-			return ev, fmt.Errorf("memory.events: malformed line %q", sc.Text())
-		}
-		var dst *uint64
-		switch string(f[0]) {
-		case "low":
-			dst = &ev.Low
-		case "high":
-			dst = &ev.High
-		case "max":
-			dst = &ev.Max
-		case "oom":
-			dst = &ev.OOM
-		case "oom_kill":
-			dst = &ev.OOMKill
-		case "oom_group_kill":
-			dst = &ev.OOMGroupKill
-		default:
-			continue
-		}
-		v, err := strconv.ParseUint(string(f[1]), 10, 64)
-		if err != nil {
-			return ev, fmt.Errorf("memory.events: key %s: value %q: %w", f[0], f[1], err)
-		}
-		*dst = v
-	}
-	return ev, sc.Err()
-}
 
 // EventsWatch watches a cgroup v2 memory.events file with poll(POLLPRI): the
 // kernel marks the file changed whenever a counter moves. It wakes the sink
@@ -67,7 +19,7 @@ type EventsWatch struct {
 	mu    sync.Mutex
 	fd    int
 	token int32
-	last  MemoryEvents
+	last  v2.MemoryEvents
 }
 
 // NewEventsWatch opens path (a memory.events file) and watches it.
@@ -113,21 +65,12 @@ func NewEventsWatch(p *Poller, sink Sink, path string) (*EventsWatch, error) {
 }
 
 // readLocked re-reads the file from offset 0; reading also re-arms POLLPRI.
-func (w *EventsWatch) readLocked() (MemoryEvents, error) {
-	buf := make([]byte, 512)
-	n, err := preadRetry(w.fd, buf, 0)
-	if err != nil {
-		return MemoryEvents{}, fmt.Errorf("read %s: %w", w.path, err)
-	}
-	ev, err := parseMemoryEvents(bytes.NewReader(buf[:n]))
-	if err != nil {
-		return ev, fmt.Errorf("%s: %w", w.path, err)
-	}
-	return ev, nil
+func (w *EventsWatch) readLocked() (v2.MemoryEvents, error) {
+	return v2.ReadMemoryEventsFd(w.fd, w.path)
 }
 
 // Last returns the counters seen at the last read.
-func (w *EventsWatch) Last() MemoryEvents {
+func (w *EventsWatch) Last() v2.MemoryEvents {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
@@ -144,14 +87,4 @@ func (w *EventsWatch) Close() error {
 	err := unix.Close(w.fd)
 	w.fd = -1
 	return err
-}
-
-func preadRetry(fd int, b []byte, off int64) (int, error) {
-	for {
-		n, err := unix.Pread(fd, b, off)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return n, err
-	}
 }

@@ -10,32 +10,6 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
-func TestParseMemoryEvents(t *testing.T) {
-	in := "low 1\nhigh 22\nmax 3\noom 4\noom_kill 5\noom_group_kill 6\nsock_throttled 9\n"
-	got, err := parseMemoryEvents(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := MemoryEvents{Low: 1, High: 22, Max: 3, OOM: 4, OOMKill: 5, OOMGroupKill: 6}
-	if got != want {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	for _, bad := range []string{"high x\n", "max 1 2\n", "oom -1\n"} {
-		if _, err := parseMemoryEvents(strings.NewReader(bad)); err == nil {
-			t.Errorf("%q parsed without error", bad)
-		}
-	}
-}
-
-func FuzzParseMemoryEvents(f *testing.F) {
-	f.Add("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
-	f.Add("high 18446744073709551615\n")
-	f.Add("max\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		parseMemoryEvents(strings.NewReader(s)) // must not panic
-	})
-}
-
 // cgroup v2 (VM tier): a hog hitting memory.high raises the high counter,
 // which wakes the watcher through POLLPRI.
 func TestEventsWatchWakesOnHigh(t *testing.T) {

@@ -3,14 +3,17 @@ package notify
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 )
 
 // DefaultRefreshInterval is how often at most a memcg threshold registration
@@ -64,7 +67,8 @@ type MemcgThreshold struct {
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
 	token     int32
-	threshold int64 // the usage threshold (the kernel holds firstPageAbove of it)
+	threshold int64  // the usage threshold (the kernel holds firstPageAbove of it)
+	ino       uint64 // inode of dir when registered: a new one means the cgroup was recreated
 	lastBuilt time.Time
 	closed    bool
 }
@@ -107,6 +111,12 @@ func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (reb
 	if m.closed {
 		return false, ErrClosed
 	}
+	if m.eventfd >= 0 && m.ino != cgroup.DirInode(m.dir) {
+		// The cgroup was removed (and perhaps created again): its
+		// registration died with it and would never fire. Register on the
+		// new one now, not after the rate limit.
+		m.unregisterLocked()
+	}
 	if m.eventfd >= 0 && now.Sub(m.lastBuilt) < m.RefreshInterval {
 		return false, nil
 	}
@@ -136,6 +146,7 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		return fmt.Errorf("memcg threshold for %s in %s: %d bytes is not positive", m.name, m.dir, threshold)
 	}
 	m.unregisterLocked()
+	ino := cgroup.DirInode(m.dir)
 	efd, now, err := registerMemcgThreshold(m.dir, firstPageAbove(threshold))
 	if err != nil {
 		return err
@@ -149,7 +160,7 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		unix.Close(efd)
 		return err
 	}
-	m.eventfd, m.token, m.threshold = efd, tok, threshold
+	m.eventfd, m.token, m.threshold, m.ino = efd, tok, threshold, ino
 	if now >= 0 && (now > threshold) != (usage > threshold) {
 		// Crossed between the Summary and the registration: the kernel
 		// will not signal a crossing that happened before it knew the value.
@@ -221,27 +232,17 @@ func registerMemcgThreshold(dir string, value int64) (efd int, usage int64, err 
 		unix.Close(efd)
 		return -1, 0, fmt.Errorf("memcg threshold: write %q to %s: %w", line, control, err)
 	}
-	return efd, preadUsage(watchfd), nil
+	return efd, preadUsage(watchfd, attr), nil
 }
 
-// preadUsage reads memory.usage_in_bytes through an open descriptor; -1 if
-// it cannot.
-func preadUsage(fd int) int64 {
-	var buf [32]byte
-	for {
-		n, err := unix.Pread(fd, buf[:], 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return -1
-		}
-		v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
-		if err != nil {
-			return -1
-		}
-		return v
+// preadUsage reads memory.usage_in_bytes (at path) through an open
+// descriptor; -1 if it cannot.
+func preadUsage(fd int, path string) int64 {
+	v, err := cgroupv1.ReadMemoryUsageInBytesFd(fd, path)
+	if err != nil || v > math.MaxInt64 {
+		return -1
 	}
+	return int64(v)
 }
 
 func openRetry(path string, flags int) (int, error) {

@@ -106,15 +106,24 @@ func newMemcgFixture(t *testing.T) (*sandbox.Sandbox, sandbox.Cgroup, *Poller, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, w, m := newMemcgOn(t, s.Parent.Memory)
+	return s, c, p, w, m
+}
+
+// newMemcgOn makes a poller, a waker and an unregistered
+// allocatableMemory.available notifier on the cgroup at dir, closed at
+// cleanup.
+func newMemcgOn(t *testing.T, dir string) (*Poller, *Waker, *MemcgThreshold) {
+	t.Helper()
 	p, err := NewPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
 	w := NewWaker()
-	m := NewMemcgThreshold(p, w, "allocatableMemory.available", s.Parent.Memory)
+	m := NewMemcgThreshold(p, w, "allocatableMemory.available", dir)
 	t.Cleanup(func() { m.Close() })
-	return s, c, p, w, m
+	return p, w, m
 }
 
 // A hog crossing the registered usage threshold wakes the waiter, and its
@@ -320,4 +329,29 @@ func TestPSITriggerFires(t *testing.T) {
 	}
 	tr.Close()
 	p.Close()
+}
+
+// The registration reads the usage through the descriptor it registered on
+// (the v1 reader), not -1.
+func TestRegisterMemcgThresholdReadsUsage(t *testing.T) {
+	needMode(t, sandbox.V1)
+	s := newSandbox(t, 0)
+	c, err := s.Child("reg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startHog(t, "alloc 4Mi; hold", c)
+	for deadline := time.Now().Add(10 * time.Second); usage(t, c.Memory) < 4<<20; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hog never charged 4 MiB")
+		}
+	}
+	efd, got, err := registerMemcgThreshold(c.Memory, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(efd)
+	if got < 4<<20 {
+		t.Fatalf("usage read at registration %d, want ≥ 4 MiB", got)
+	}
 }

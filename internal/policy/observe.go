@@ -104,6 +104,42 @@ func makeObservations(s *statsv1alpha1.Summary) *observations {
 	return o
 }
 
+// ResolvedThreshold is a threshold resolved against one Summary as a
+// synchronize resolves it.
+type ResolvedThreshold struct {
+	Threshold Threshold
+	// Observation is the threshold's signal as observed
+	// (makeSignalObservations): Available, and the Capacity a percentage
+	// resolves against.
+	Observation Observation
+	// Quantity is the threshold's value in the signal's units
+	// (GetThresholdQuantity against Observation.Capacity), without minimum
+	// reclaim.
+	Quantity resource.Quantity
+}
+
+// Resolve resolves the engine's thresholds (Thresholds) against a Summary,
+// in order, leaving out those whose signal the Summary does not observe. It
+// is for callers that act on the engine's numbers between synchronizes (the
+// agent's kernel wake-ups register the threshold with the kernel and poll
+// towards it), so that they take them from the engine instead of deriving
+// them again. It changes nothing in the engine.
+func (e *Engine) Resolve(s *statsv1alpha1.Summary) []ResolvedThreshold {
+	if s == nil {
+		return nil
+	}
+	obs := makeObservations(s)
+	out := make([]ResolvedThreshold, 0, len(e.thresholds))
+	for _, t := range e.thresholds {
+		o, ok := obs.get(t.Signal)
+		if !ok {
+			continue
+		}
+		out = append(out, ResolvedThreshold{Threshold: t, Observation: *o, Quantity: *thresholdQuantity(t.Value, &o.Capacity)})
+	}
+	return out
+}
+
 // podStatsIndex maps pod UID to its stats, as the kubelet's cachedStatsFunc
 // (the last entry wins for a duplicated UID).
 func podStatsIndex(s *statsv1alpha1.Summary) map[string]*statsv1alpha1.PodStats {

@@ -26,7 +26,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/cgroup"
 	v2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/host"
@@ -239,13 +238,13 @@ func (p *Protector) readProcs(dir string) ([]int, error) {
 		return nil, err
 	}
 	defer d.Close()
-	pids, err := cgroup.ReadFileAt(d, "cgroup.procs", "", cgroup.ParsePIDs)
+	pids, err := cgroup.ReadCgroupProcsAt(d)
 	p.Stats.Reads++
 	if err != nil {
 		return nil, err
 	}
 	if n, err := d.Nlink(); err == nil && n > 2 {
-		if pids, err = actuate.ProcsRecursive(dir); err != nil {
+		if pids, err = cgroup.ReadCgroupProcsRecursive(dir); err != nil {
 			return nil, err
 		}
 	}

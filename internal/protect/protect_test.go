@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/memqos"
@@ -76,7 +76,7 @@ func newRoot(t *testing.T, children ...string) (string, bool) {
 	// forked (a killed shell's child stays in its cgroup).
 	t.Cleanup(func() {
 		for i := 0; i < 100; i++ {
-			pids, err := actuate.ProcsRecursive(root)
+			pids, err := cgroup.ReadCgroupProcsRecursive(root)
 			if err != nil || len(pids) == 0 {
 				return
 			}

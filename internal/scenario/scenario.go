@@ -12,8 +12,10 @@
 //	  pods: {...}          # a PodList, list of Pods or Pod, or a path; required in the first step
 //	  afterReclaim: {...}  # optional: the Summary seen after node-level reclaim ran
 //
-// Decoding is strict: an unknown field, a malformed value or a missing
-// required field is an error naming the file, the field path and the value.
+// Decoding is strict (load.Decode, as for every input file): an unknown
+// field, a duplicate key, a second YAML document, a malformed value or a
+// missing required field is an error naming the file, the field path and the
+// value.
 package scenario
 
 import (
@@ -21,17 +23,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -69,9 +67,9 @@ type Step struct {
 const maxSteps = 100000
 
 type rawScenario struct {
-	KubeletConfig json.RawMessage   `json:"kubeletConfig"`
-	Filesystems   json.RawMessage   `json:"filesystems"`
-	Steps         []json.RawMessage `json:"steps"`
+	KubeletConfig json.RawMessage     `json:"kubeletConfig"`
+	Filesystems   *policy.Filesystems `json:"filesystems"`
+	Steps         []rawStep           `json:"steps"`
 }
 
 type rawStep struct {
@@ -81,45 +79,39 @@ type rawStep struct {
 	AfterReclaim json.RawMessage `json:"afterReclaim"`
 }
 
-// LoadFile reads and decodes a scenario file.
+// LoadFile reads and decodes a scenario file, refusing one above the input
+// size cap (load.MaxInputBytes).
 func LoadFile(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := load.ReadYAMLFile(path)
 	if err != nil {
-		return nil, &load.Error{File: path, Err: err}
+		return nil, err
 	}
 	return Parse(data, path)
 }
 
-// Parse decodes a scenario. name is the file name for errors and the base of
-// relative paths; with name "" relative paths are resolved against the
-// working directory.
+// Parse decodes a scenario with the decoder every input file uses
+// (load.Decode). name is the file name for errors and the base of relative
+// paths; with name "" relative paths are resolved against the working
+// directory.
 func Parse(data []byte, name string) (*Scenario, error) {
 	fail := func(field, value string, err error) error {
 		return &load.Error{File: name, Field: field, Value: value, Err: err}
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fail("", "", load.ErrEmpty)
-	}
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, fail("", "", fmt.Errorf("not valid YAML or JSON: %w", err))
-	}
 	var raw rawScenario
-	if err := strictUnmarshal(js, &raw); err != nil {
-		return nil, fail(unknownField(err), "", cleanErr(err))
+	if err := load.Decode(data, name, &raw); err != nil {
+		return nil, err
 	}
 	s := &Scenario{Path: name}
 	if isNull(raw.KubeletConfig) {
 		return nil, fail("kubeletConfig", "", errors.New("required field missing (a KubeletConfiguration object or a file path)"))
 	}
+	var err error
 	s.KubeletConfig, err = embedded(raw.KubeletConfig, name, "kubeletConfig", load.KubeletConfigFile, load.ParseKubeletConfig)
 	if err != nil {
 		return nil, err
 	}
-	if !isNull(raw.Filesystems) {
-		if err := strictUnmarshal(raw.Filesystems, &s.Filesystems); err != nil {
-			return nil, fail(joinField("filesystems", unknownField(err)), "", cleanErr(err))
-		}
+	if raw.Filesystems != nil {
+		s.Filesystems = *raw.Filesystems
 	}
 	if len(raw.Steps) == 0 {
 		return nil, fail("steps", "", errors.New("required field missing: at least one step"))
@@ -129,12 +121,8 @@ func Parse(data []byte, name string) (*Scenario, error) {
 	}
 	var prev time.Duration
 	var pods []*v1.Pod
-	for i, rs := range raw.Steps {
+	for i, st := range raw.Steps {
 		p := "steps[" + strconv.Itoa(i) + "]"
-		var st rawStep
-		if err := strictUnmarshal(rs, &st); err != nil {
-			return nil, fail(joinField(p, unknownField(err)), "", cleanErr(err))
-		}
 		if st.At == nil {
 			return nil, fail(p+".at", "", errors.New("required field missing (a Go duration since the start, e.g. 0s, 2m)"))
 		}
@@ -211,85 +199,6 @@ func embedded[T any](raw json.RawMessage, file, field string,
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || bytes.Equal(t, []byte("null"))
-}
-
-// strictUnmarshal decodes as the Kubernetes API machinery does: field names
-// are case-sensitive (encoding/json would accept "dedicatedImagefs"), and
-// unknown or duplicate fields are errors.
-func strictUnmarshal(js []byte, v any) error {
-	strict, err := sigsjson.UnmarshalStrict(js, v)
-	if err != nil {
-		return err
-	}
-	if len(strict) > 0 {
-		return &strictError{err: strict[0]}
-	}
-	return nil
-}
-
-// strictError is an unknown or duplicate field.
-type strictError struct{ err error }
-
-func (e *strictError) Error() string { return e.err.Error() }
-
-func (e *strictError) field() string {
-	var fe sigsjson.FieldError
-	if errors.As(e.err, &fe) {
-		return fe.FieldPath()
-	}
-	return ""
-}
-
-// unknownField extracts the field name from encoding/json's unknown-field
-// error ("json: unknown field \"x\"") or type error, or "" for other errors.
-func unknownField(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return te.Field
-	}
-	var se *strictError
-	if errors.As(err, &se) {
-		return se.field()
-	}
-	const prefix = "json: unknown field "
-	msg := err.Error()
-	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		if f, uerr := strconv.Unquote(msg[len(prefix):]); uerr == nil {
-			return f
-		}
-	}
-	return ""
-}
-
-// cleanErr turns encoding/json's errors into the load package's causes, so
-// that messages read "steps[1].pod: unknown field" rather than Go's wording.
-func cleanErr(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("is a %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
-	}
-	var se *strictError
-	if errors.As(err, &se) {
-		if strings.HasPrefix(se.Error(), "duplicate field") {
-			return load.ErrDuplicateKey
-		}
-		return load.ErrUnknownField
-	}
-	return err
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "slice", "array":
-		return "a list"
-	case "struct", "map":
-		return "an object"
-	case "bool":
-		return "true or false"
-	case "string":
-		return "a string"
-	}
-	return "a " + goKind
 }
 
 func joinField(prefix, field string) string {

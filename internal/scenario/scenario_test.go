@@ -77,6 +77,12 @@ func TestParseErrors(t *testing.T) {
 		{"wrong type", "kubeletConfig: {}\nsteps: 3\n", `x.yaml: steps:`},
 		{"missing referenced file", strings.Replace(minimal, "kubeletConfig:\n  evictionHard: {memory.available: 1Gi}", "kubeletConfig: nowhere.yaml", 1), "nowhere.yaml"},
 		{"empty", "  \n", "x.yaml: file is empty"},
+		{"duplicate key in the embedded config", strings.Replace(minimal, "evictionHard: {memory.available: 1Gi}", "evictionHard: {memory.available: 1Gi}\n  evictionHard: {memory.available: 2Gi}", 1), `x.yaml: kubeletConfig.evictionHard: "evictionHard": duplicate key (lines 3 and 4)`},
+		{"duplicate step key", strings.Replace(minimal, "- at: 10s", "- at: 10s\n  at: 20s", 1), `x.yaml: steps[1].at: "at": duplicate key`},
+		{"duplicate key in JSON", `{"kubeletConfig":{},"steps":[{"at":"0s","at":"1s","summary":{},"pods":[]}]}`, `x.yaml: steps[0].at: duplicate key`},
+		{"unknown field in JSON", `{"kubeletConfig":{},"steps":[],"Steps":[]}`, `x.yaml: Steps: unknown field`},
+		{"a second document", minimal + "---\nsteps: []\n", `x.yaml: more than one YAML document`},
+		{"the wrong file", "user: admin\npassword: hunter2\n", `x.yaml: none of its keys is a field`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +97,30 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error spans lines: %q", err)
 			}
 		})
+	}
+}
+
+// A scenario cut mid-line is refused, and a summary naming a file of the
+// wrong kind does not echo that file's content.
+func TestLoadFileRefusesCutAndForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.yaml")
+	cut := minimal[:strings.Index(minimal, "- metadata: {name: a")+len("- metadata: {name: a")]
+	if err := os.WriteFile(p, []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(p); !errors.Is(err, load.ErrTruncated) {
+		t.Fatalf("cut file: err = %v", err)
+	}
+	secret := filepath.Join(dir, "shadow")
+	if err := os.WriteFile(secret, []byte("root:$y$j9T$s3cr3t:19000:0:99999:7:::\nbin:*:19000:0:99999:7:::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block := minimal[strings.Index(minimal, "  summary:\n"):strings.Index(minimal, "  pods:\n    kind")]
+	doc := strings.Replace(minimal, block, "  summary: "+secret+"\n", 1)
+	_, err := Parse([]byte(doc), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "x.yaml: steps[0].summary: "+secret) || strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "root") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

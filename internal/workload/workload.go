@@ -7,23 +7,24 @@
 package workload
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -61,216 +62,124 @@ type File struct {
 	Workloads []Spec `json:"workloads"`
 }
 
-// fields of a Spec, for strict decoding with field paths.
-var specFields = map[string]bool{"name": true, "cgroup": true, "requests": true, "limits": true, "priority": true,
-	"terminationGracePeriodSeconds": true, "critical": true}
-
 // resources a workload may declare.
 // cpu is accepted only so that a workload can be Guaranteed (the QoS class
 // needs cpu and memory requests equal to limits); eviction never reads it.
 var knownResources = map[v1.ResourceName]bool{v1.ResourceMemory: true, v1.ResourceEphemeralStorage: true, v1.ResourceCPU: true}
 
-// ReadFile reads and parses a workloads file (YAML or JSON).
+// maxGraceSeconds bounds terminationGracePeriodSeconds far above any real
+// value (≈ 35 000 years) so that the seconds never overflow a Duration.
+const maxGraceSeconds = 1 << 40
+
+// ReadFile reads and parses a workloads file (YAML or JSON), refusing one
+// above the input size cap (load.MaxInputBytes).
 func ReadFile(p string) (*File, error) {
-	b, err := os.ReadFile(p)
+	b, err := load.ReadYAMLFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("workloads file: %w", err)
+		return nil, err
 	}
 	return Parse(b, p)
 }
 
-// Parse parses a workloads file strictly: unknown fields, duplicate keys,
-// wrong types, bad quantities, duplicate names and invalid globs are errors
-// that name the file, the field path and the value.
+// rawFile tells an absent workloads list from an empty one.
+type rawFile struct {
+	Workloads *[]Spec `json:"workloads"`
+}
+
+// Parse parses a workloads file strictly with the decoder every input file
+// uses (load.Decode): unknown fields, duplicate keys, several YAML
+// documents, wrong types and bad quantities are errors, and so are
+// duplicate names, two entries for the same cgroup and invalid globs. Errors
+// name the file, the field path and the value.
 func Parse(data []byte, file string) (*File, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &load.Error{File: file, Err: load.ErrEmpty}
+	var raw rawFile
+	if err := load.Decode(data, file, &raw); err != nil {
+		return nil, err
 	}
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, &load.Error{File: file, Err: err}
+	if raw.Workloads == nil {
+		return nil, &load.Error{File: file, Field: "workloads", Err: errors.New("required (a list of workloads, [] for none)")}
 	}
-	var top any
-	if err := json.Unmarshal(js, &top); err != nil {
-		return nil, &load.Error{File: file, Err: err}
-	}
-	obj, ok := top.(map[string]any)
-	if !ok {
-		return nil, &load.Error{File: file, Value: short(js), Err: errors.New("want an object with a workloads list")}
-	}
-	for k := range obj {
-		if k != "workloads" {
-			return nil, &load.Error{File: file, Field: k, Err: load.ErrUnknownField}
-		}
-	}
-	list, ok := obj["workloads"].([]any)
-	if !ok {
-		return nil, &load.Error{File: file, Field: "workloads", Value: jsonText(obj["workloads"]), Err: errors.New("want a list")}
-	}
-	f := &File{}
+	f := &File{Workloads: *raw.Workloads}
 	names := map[string]int{}
-	for i, item := range list {
+	cgroups := map[string]int{}
+	for i := range f.Workloads {
 		at := fmt.Sprintf("workloads[%d]", i)
-		s, err := parseSpec(item, file, at)
-		if err != nil {
+		s := &f.Workloads[i]
+		written := s.Cgroup
+		if err := checkSpec(s, file, at); err != nil {
 			return nil, err
 		}
 		if j, dup := names[s.Name]; dup {
 			return nil, &load.Error{File: file, Field: at + ".name", Value: s.Name, Err: fmt.Errorf("duplicate name (also workloads[%d])", j)}
 		}
 		names[s.Name] = i
-		f.Workloads = append(f.Workloads, s)
+		// A second entry for one cgroup would be silently shadowed by the
+		// first (Discover gives each cgroup to the first entry naming it).
+		if j, dup := cgroups[s.Cgroup]; dup {
+			return nil, &load.Error{File: file, Field: at + ".cgroup", Value: written, Err: fmt.Errorf("duplicate cgroup (also workloads[%d], which would shadow this entry)", j)}
+		}
+		cgroups[s.Cgroup] = i
 	}
 	return f, nil
 }
 
-func parseSpec(item any, file, at string) (Spec, error) {
-	var s Spec
-	m, ok := item.(map[string]any)
-	if !ok {
-		return s, &load.Error{File: file, Field: at, Value: jsonText(item), Err: errors.New("want an object")}
+// checkSpec checks what the types alone do not, and cleans s.Cgroup.
+func checkSpec(s *Spec, file, at string) error {
+	fail := func(field, value string, err error) error {
+		return &load.Error{File: file, Field: at + "." + field, Value: value, Err: err}
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if s.Name == "" {
+		return fail("name", "", errors.New("required"))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !specFields[k] {
-			return s, &load.Error{File: file, Field: at + "." + k, Err: load.ErrUnknownField}
-		}
+	// The name becomes a pod name.
+	if msgs := validation.IsDNS1123Label(s.Name); len(msgs) > 0 {
+		return fail("name", s.Name, errors.New(strings.Join(msgs, "; ")))
 	}
-	str := func(k string, required bool) (string, error) {
-		v, ok := m[k]
-		if !ok {
-			if required {
-				return "", &load.Error{File: file, Field: at + "." + k, Err: errors.New("required")}
-			}
-			return "", nil
-		}
-		x, ok := v.(string)
-		if !ok || (required && x == "") {
-			return "", &load.Error{File: file, Field: at + "." + k, Value: jsonText(v), Err: errors.New("want a non-empty string")}
-		}
-		return x, nil
-	}
-	var err error
-	if s.Name, err = str("name", true); err != nil {
-		return s, err
-	}
-	if msgs := validateName(s.Name); msgs != "" {
-		return s, &load.Error{File: file, Field: at + ".name", Value: s.Name, Err: errors.New(msgs)}
-	}
-	if s.Cgroup, err = str("cgroup", true); err != nil {
-		return s, err
+	if s.Cgroup == "" {
+		return fail("cgroup", "", errors.New("required"))
 	}
 	clean := path.Clean(strings.TrimPrefix(s.Cgroup, "/"))
 	if clean == "." || strings.HasPrefix(clean, "..") {
-		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: errors.New("must name a cgroup below the workload root")}
+		return fail("cgroup", s.Cgroup, errors.New("must name a cgroup below the workload root"))
 	}
 	if strings.Contains(clean, "/") {
-		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: errors.New("must name a cgroup directly under the workload root (one path element, glob allowed)")}
+		return fail("cgroup", s.Cgroup, errors.New("must name a cgroup directly under the workload root (one path element, glob allowed)"))
 	}
 	if _, err := path.Match(clean, ""); err != nil {
-		return s, &load.Error{File: file, Field: at + ".cgroup", Value: s.Cgroup, Err: fmt.Errorf("bad glob: %w", err)}
+		return fail("cgroup", s.Cgroup, fmt.Errorf("bad glob: %w", err))
 	}
 	s.Cgroup = clean
-	for _, k := range []string{"requests", "limits"} {
-		v, ok := m[k]
-		if !ok {
-			continue
-		}
-		rm, ok := v.(map[string]any)
-		if !ok {
-			return s, &load.Error{File: file, Field: at + "." + k, Value: jsonText(v), Err: errors.New("want an object of resource: quantity")}
-		}
-		rl := v1.ResourceList{}
-		rkeys := make([]string, 0, len(rm))
-		for rk := range rm {
-			rkeys = append(rkeys, rk)
-		}
-		sort.Strings(rkeys)
-		for _, rk := range rkeys {
-			rv := rm[rk]
-			field := at + "." + k + "." + rk
-			if !knownResources[v1.ResourceName(rk)] {
-				return s, &load.Error{File: file, Field: field, Err: errors.New("unknown resource (memory, ephemeral-storage or cpu)")}
-			}
-			var text string
-			switch x := rv.(type) {
-			case string:
-				text = x
-			case float64:
-				text = jsonText(x)
-			default:
-				return s, &load.Error{File: file, Field: field, Value: jsonText(rv), Err: errors.New("want a quantity such as 256Mi")}
-			}
-			q, err := resource.ParseQuantity(text)
-			if err != nil {
-				return s, &load.Error{File: file, Field: field, Value: text, Err: err}
+	for field, rl := range map[string]v1.ResourceList{"requests": s.Requests, "limits": s.Limits} {
+		for _, r := range sortedResources(rl) {
+			q := rl[r]
+			if !knownResources[r] {
+				return fail(field+"."+string(r), "", errors.New("unknown resource (memory, ephemeral-storage or cpu)"))
 			}
 			if q.Sign() < 0 {
-				return s, &load.Error{File: file, Field: field, Value: text, Err: errors.New("must not be negative")}
+				return fail(field+"."+string(r), q.String(), errors.New("must not be negative"))
 			}
-			rl[v1.ResourceName(rk)] = q
-		}
-		if k == "requests" {
-			s.Requests = rl
-		} else {
-			s.Limits = rl
 		}
 	}
-	for r, req := range s.Requests {
+	for _, r := range sortedResources(s.Requests) {
+		req := s.Requests[r]
 		if lim, ok := s.Limits[r]; ok && req.Cmp(lim) > 0 {
-			return s, &load.Error{File: file, Field: at + ".requests." + string(r), Value: req.String(),
-				Err: fmt.Errorf("request above the limit %s", lim.String())}
+			return fail("requests."+string(r), req.String(), fmt.Errorf("request above the limit %s", lim.String()))
 		}
 	}
-	if v, ok := m["priority"]; ok {
-		n, ok := v.(float64)
-		if !ok || n != float64(int32(n)) {
-			return s, &load.Error{File: file, Field: at + ".priority", Value: jsonText(v), Err: errors.New("want a 32-bit integer")}
-		}
-		s.Priority = int32(n)
+	if g := s.TerminationGracePeriodSeconds; g != nil && (*g < 0 || *g > maxGraceSeconds) {
+		return fail("terminationGracePeriodSeconds", strconv.FormatInt(*g, 10), errors.New("want a non-negative whole number of seconds"))
 	}
-	if v, ok := m["terminationGracePeriodSeconds"]; ok {
-		n, ok := v.(float64)
-		if !ok || n != float64(int64(n)) || n < 0 || n > 1<<40 {
-			return s, &load.Error{File: file, Field: at + ".terminationGracePeriodSeconds", Value: jsonText(v), Err: errors.New("want a non-negative whole number of seconds")}
-		}
-		g := int64(n)
-		s.TerminationGracePeriodSeconds = &g
-	}
-	if v, ok := m["critical"]; ok {
-		b, ok := v.(bool)
-		if !ok {
-			return s, &load.Error{File: file, Field: at + ".critical", Value: jsonText(v), Err: errors.New("want true or false")}
-		}
-		s.Critical = b
-	}
-	return s, nil
+	return nil
 }
 
-// validateName accepts DNS-label-like names, since they become pod names.
-func validateName(n string) string {
-	if len(n) > 63 {
-		return "longer than 63 characters"
+func sortedResources(rl v1.ResourceList) []v1.ResourceName {
+	out := make([]v1.ResourceName, 0, len(rl))
+	for r := range rl {
+		out = append(out, r)
 	}
-	for i, r := range n {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(n)-1
-		if !ok {
-			return "must be lower-case letters, digits, '-' or '.', starting and ending with a letter or digit"
-		}
-	}
-	return ""
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
-
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func short(b []byte) string { return string(b) }
 
 // Workload is one cgroup under the root as a Pod.
 type Workload struct {
@@ -294,14 +203,12 @@ func Discover(f *File, root, selfCgroup string) ([]Workload, error) {
 		f = &File{}
 	}
 	rels := map[string]bool{}
-	ents, err := os.ReadDir(root)
+	children, err := cgroup.Children(root)
 	if err != nil {
 		return nil, fmt.Errorf("workload root: %w", err)
 	}
-	for _, e := range ents {
-		if e.IsDir() {
-			rels[e.Name()] = true
-		}
+	for _, c := range children {
+		rels[c] = true
 	}
 	claimed := map[string]bool{}
 	var out []Workload
@@ -411,24 +318,16 @@ func Pods(ws []Workload) []*v1.Pod {
 // directory under memRoot (v1: the "memory" controller line of
 // /proc/self/cgroup; v2: the "0::" line).
 func SelfCgroup(memRoot string, v2 bool) (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	cs, err := host.ReadSelfCgroup("/proc")
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
+	for _, c := range cs {
+		if v2 && c.HierarchyID == 0 && len(c.Controllers) == 0 {
+			return filepath.Join(memRoot, c.Path), nil
 		}
-		if v2 && parts[0] == "0" && parts[1] == "" {
-			return filepath.Join(memRoot, parts[2]), nil
-		}
-		if !v2 {
-			for _, c := range strings.Split(parts[1], ",") {
-				if c == "memory" {
-					return filepath.Join(memRoot, parts[2]), nil
-				}
-			}
+		if !v2 && slices.Contains(c.Controllers, "memory") {
+			return filepath.Join(memRoot, c.Path), nil
 		}
 	}
 	return "", errors.New("/proc/self/cgroup has no memory cgroup line")

@@ -328,3 +328,14 @@ func EnableV2Controllers(t testing.TB, root, rel string) {
 		}
 	}
 }
+
+// AddSeeds adds the files testdata/<name> that exist as seeds of a fuzz
+// target: fixtures captured from real kernels are the best seeds a parser
+// has.
+func AddSeeds(f *testing.F, names ...string) {
+	for _, n := range names {
+		if b, err := os.ReadFile(filepath.Join("testdata", n)); err == nil {
+			f.Add(b)
+		}
+	}
+}

@@ -60,9 +60,3 @@ func ReadPidsMax(dir string) (uint64, error) {
 }
 
 func parsePidsMax(r io.Reader) (uint64, error) { return cgroup.ParseSingle(r, cgroup.ParseLimit) }
-
-// ReadCgroupProcs reads cgroup.procs: the PIDs of the processes in this
-// cgroup only (not its descendants).
-func ReadCgroupProcs(dir string) ([]int, error) {
-	return cgroup.ReadFile(dir, "cgroup.procs", "2.6.24", cgroup.ParsePIDs)
-}

@@ -26,6 +26,13 @@ func ReadMemoryUsageInBytesAt(d *cgroup.Dir) (uint64, error) {
 	return cgroup.ReadFileAt(d, "memory.usage_in_bytes", memcgSince, parseMemoryUsageInBytes)
 }
 
+// ReadMemoryUsageInBytesFd reads memory.usage_in_bytes through a descriptor
+// the caller keeps open (a memcg threshold is registered on it); path names
+// the file in errors.
+func ReadMemoryUsageInBytesFd(fd int, path string) (uint64, error) {
+	return cgroup.ReadFd(fd, path, parseMemoryUsageInBytes)
+}
+
 func parseMemoryUsageInBytes(r io.Reader) (uint64, error) {
 	return cgroup.ParseSingle(r, cgroup.ParseUint)
 }

@@ -156,7 +156,7 @@ func TestRealMemoryCgroup(t *testing.T) {
 	if max, err := ReadMemoryMaxUsageInBytes(dir); err != nil || max < usage-slack {
 		t.Errorf("max usage %d < usage %d (%v)", max, usage, err)
 	}
-	pids, err := ReadCgroupProcs(dir)
+	pids, err := cgroup.ReadCgroupProcs(dir)
 	if err != nil || len(pids) != 1 || pids[0] != hog.PID {
 		t.Errorf("cgroup.procs %v %v, want [%d]", pids, err, hog.PID)
 	}

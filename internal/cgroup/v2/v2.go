@@ -173,6 +173,12 @@ func ReadMemoryEventsLocal(dir string) (MemoryEvents, error) {
 	return cgroup.ReadFile(dir, "memory.events.local", "5.2", parseMemoryEvents)
 }
 
+// ReadMemoryEventsFd reads memory.events through a descriptor the caller
+// keeps open to poll it (POLLPRI); path names the file in errors.
+func ReadMemoryEventsFd(fd int, path string) (MemoryEvents, error) {
+	return cgroup.ReadFd(fd, path, parseMemoryEvents)
+}
+
 func parseMemoryEvents(r io.Reader) (MemoryEvents, error) {
 	var m MemoryEvents
 	var err error
@@ -334,11 +340,6 @@ func parseCgroupEvents(r io.Reader) (CgroupEvents, error) {
 	f, _ := cgroup.Lookup(c.Entries, "frozen")
 	c.Frozen = f != 0
 	return c, nil
-}
-
-// ReadCgroupProcs reads cgroup.procs: the PIDs in this cgroup only.
-func ReadCgroupProcs(dir string) ([]int, error) {
-	return cgroup.ReadFile(dir, "cgroup.procs", since, cgroup.ParsePIDs)
 }
 
 // ReadCgroupControllers reads cgroup.controllers.

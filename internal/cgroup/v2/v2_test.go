@@ -163,6 +163,8 @@ func TestHandWrittenAndMalformed(t *testing.T) {
 		"memory.stat value":   "anon 1\nfile x\n",
 		"memory.stat no val":  "anon\n",
 		"memory.events empty": "",
+		"memory.events value": "high x\n",
+		"memory.events extra": "max 1 2\n",
 	} {
 		var err error
 		if strings.HasPrefix(name, "memory.stat") {
@@ -209,7 +211,7 @@ func TestRealV2MemoryCgroup(t *testing.T) {
 	if m, err := ReadMemoryMax(dir); err != nil || m != 128<<20 {
 		t.Errorf("memory.max %d %v", m, err)
 	}
-	if pids, err := ReadCgroupProcs(dir); err != nil || len(pids) != 1 || pids[0] != hog.PID {
+	if pids, err := cgroup.ReadCgroupProcs(dir); err != nil || len(pids) != 1 || pids[0] != hog.PID {
 		t.Errorf("cgroup.procs %v %v", pids, err)
 	}
 	if ev, err := ReadCgroupEvents(dir); err != nil || !ev.Populated {
@@ -244,6 +246,63 @@ func FuzzParseMemoryStat(f *testing.F) {
 			t.Fatal("no error and no entries")
 		}
 	})
+}
+
+func FuzzParseMemoryEvents(f *testing.F) {
+	for _, p := range []string{"testdata/memory.events", "testdata/memory.events.local.5x"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("high 18446744073709551615\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := parseMemoryEvents(cgroup.NewContent(b))
+		if err == nil && len(ev.Entries) == 0 {
+			t.Fatal("no error and no entries")
+		}
+	})
+}
+
+func FuzzParseCgroupEvents(f *testing.F) {
+	if b, err := os.ReadFile("testdata/cgroup.events"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("populated 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := parseCgroupEvents(cgroup.NewContent(b))
+		if err == nil {
+			if v, ok := cgroup.Lookup(ev.Entries, "populated"); !ok || ev.Populated != (v != 0) {
+				t.Fatalf("populated %v, entries %v", ev.Populated, ev.Entries)
+			}
+		}
+	})
+}
+
+// ReadMemoryEventsFd reads through a held descriptor from offset 0, however
+// often, as the POLLPRI watch does.
+func TestReadMemoryEventsFd(t *testing.T) {
+	f, err := os.Open("testdata/memory.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 2 {
+		ev, err := ReadMemoryEventsFd(int(f.Fd()), f.Name())
+		if err != nil || ev.High != 12 || ev.OOMGroupKill != 1 {
+			t.Fatalf("%+v, %v", ev, err)
+		}
+	}
+	bad, err := os.CreateTemp(t.TempDir(), "memory.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	bad.WriteString("high 1x\n")
+	_, err = ReadMemoryEventsFd(int(bad.Fd()), bad.Name())
+	var pe *cgroup.ParseError
+	if !errors.As(err, &pe) || pe.Path != bad.Name() || pe.Token != "1x" {
+		t.Errorf("bad: %v; want a parse error naming %s and \"1x\"", err, bad.Name())
+	}
 }
 
 // TestWriteMemoryProtection writes memory.min, memory.low and memory.high on

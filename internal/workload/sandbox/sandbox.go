@@ -5,16 +5,18 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 )
 
 // Mount points of the hierarchies, variables so a test can point elsewhere.
@@ -38,22 +40,13 @@ func (m Mode) String() string { return "v" + strconv.Itoa(int(m)) }
 
 // DetectMode finds where the memory controller lives.
 func DetectMode() (Mode, error) {
-	if b, err := os.ReadFile(filepath.Join(V2Root, "cgroup.controllers")); err == nil && hasWord(b, "memory") {
+	if cs, err := cgroup.ReadCgroupControllers(V2Root); err == nil && slices.Contains(cs, "memory") {
 		return V2, nil
 	}
 	if _, err := os.Stat(filepath.Join(V1Memory, "memory.limit_in_bytes")); err == nil {
 		return V1, nil
 	}
 	return 0, errNoMemcg
-}
-
-func hasWord(b []byte, w string) bool {
-	for _, f := range bytes.Fields(b) {
-		if string(f) == w {
-			return true
-		}
-	}
-	return false
 }
 
 // Cgroup is one directory of the sandbox in every hierarchy it uses.
@@ -159,37 +152,17 @@ func (s *Sandbox) SetLimit(c Cgroup, bytes int64) error {
 // OOMKills returns the kernel OOM-kill count of c (v1 memory.oom_control
 // "oom_kill", v2 memory.events "oom_kill"; hierarchical on v2 only).
 func (s *Sandbox) OOMKills(c Cgroup) (uint64, error) {
-	file := "memory.oom_control"
 	if s.Mode == V2 {
-		file = "memory.events"
+		ev, err := cgroupv2.ReadMemoryEvents(c.Memory)
+		return ev.OOMKill, err
 	}
-	b, err := os.ReadFile(filepath.Join(c.Memory, file))
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == "oom_kill" {
-			return strconv.ParseUint(f[1], 10, 64)
-		}
-	}
-	return 0, nil
+	oc, err := cgroupv1.ReadMemoryOOMControl(c.Memory)
+	return oc.OOMKill, err
 }
 
 // Procs lists the processes in dir's cgroup.procs.
 func Procs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
+	return cgroup.ReadCgroupProcs(dir)
 }
 
 // Close kills every process left in the sandbox and removes its cgroups,

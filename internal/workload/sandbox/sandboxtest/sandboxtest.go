@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
@@ -24,9 +25,7 @@ func InVM() bool { return os.Getenv("EVICTD_TEST_VM") == "1" }
 // skipping, because there a skip would hide a missing feature.
 func NeedMode(t testing.TB, want sandbox.Mode) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to create cgroups")
 	got, err := sandbox.DetectMode()
 	if err != nil {
 		t.Fatal(err)
@@ -35,10 +34,12 @@ func NeedMode(t testing.TB, want sandbox.Mode) {
 		if want == sandbox.V2 && InVM() {
 			t.Fatalf("in the VM the memory controller must be on cgroup v2, found %s", got)
 		}
-		where := "the VM tier (scripts/test-vm.sh) runs it"
 		if want == sandbox.V1 {
-			where = "the host tier runs it where memory is on v1"
+			// The host tier is where v1 tests run: there a skip hides them
+			// (cgrouptest.NeedReal fails it when the tier is required).
+			cgrouptest.NeedReal(t, false, "the memory controller on cgroup v1 (found %s)", got)
 		}
+		where := "the VM tier (scripts/test-vm.sh) runs it"
 		t.Skipf("memory controller is on cgroup %s here; this test needs %s (%s)", got, want, where)
 	}
 }
@@ -46,9 +47,7 @@ func NeedMode(t testing.TB, want sandbox.Mode) {
 // NeedRoot skips unless root and some memory cgroup mode is available.
 func NeedRoot(t testing.TB) sandbox.Mode {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to create cgroups")
 	m, err := sandbox.DetectMode()
 	if err != nil {
 		t.Fatal(err)

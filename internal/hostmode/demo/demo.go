@@ -26,6 +26,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/hog"
@@ -195,7 +196,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	defer cancel()
 
 	recs := make(chan agent.Record, 64)
-	h, err := agent.NewHost(agent.HostOptions{
+	h, err := hostmode.New(hostmode.Options{
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: File(), Log: log,
 		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
 		GoneTimeout: 5 * time.Second,
@@ -390,7 +391,7 @@ func q(b int64) string { return resource.NewQuantity(b, resource.BinarySI).Strin
 // mi formats bytes as MiB with no fraction, for the live lines.
 func mi(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
 
-func wakeupText(h *agent.Host) string {
+func wakeupText(h *hostmode.Host) string {
 	if h.V2 {
 		return "memory.events watch and an adaptive fast poll (10ms…1s) of the pods' parent (cgroup v2 has no memcg thresholds)"
 	}
@@ -398,7 +399,7 @@ func wakeupText(h *agent.Host) string {
 }
 
 // status is the once-a-second line: available memory and each workload's usage.
-func status(h *agent.Host, sb *sandbox.Sandbox) string {
+func status(h *hostmode.Host, sb *sandbox.Sandbox) string {
 	parent, err := h.Collector.ReadCgroupMemory(sb.Parent.Rel, true)
 	if err != nil {
 		return "cannot read the sandbox: " + err.Error()

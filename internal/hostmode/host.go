@@ -1,7 +1,6 @@
-package agent
+package hostmode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -14,12 +13,15 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 )
 
-// HostPods lists host-mode workloads: the cgroups under the workload root,
+// Pods lists host-mode workloads: the cgroups under the workload root,
 // described by the workloads file. Only cgroups holding at least one process
 // are active: an emptied cgroup is a terminated pod, so a workload evicted
 // once is not picked again while its directory lingers.
@@ -29,7 +31,7 @@ import (
 // removed or renamed; cgroupfs does not update a directory's mtime, so the
 // watch is the cheap check. Whether each workload holds a process is read on
 // every call. Without inotify every call lists the root again.
-type HostPods struct {
+type Pods struct {
 	File       *workload.File
 	Root       string // absolute workload root directory
 	SelfCgroup string // evictd's own memory cgroup (absolute), never evicted
@@ -47,8 +49,8 @@ type HostPods struct {
 	listed      bool
 }
 
-// Pods implements PodSource.
-func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+// Pods implements agent.PodSource.
+func (h *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 	ws, err := h.Workloads()
 	if err != nil {
 		return nil, err
@@ -57,16 +59,21 @@ func (h *HostPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 }
 
 // Workloads lists the active workloads.
-func (h *HostPods) Workloads() ([]workload.Workload, error) {
+func (h *Pods) Workloads() ([]workload.Workload, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.watch != nil && h.watch.ino != cgroup.DirInode(h.Root) {
+		// The root was removed (and perhaps created again): the watch is
+		// on the dead directory, and cgroupfs sends no event for its
+		// removal. Watch the root created in its place from now on.
+		h.watch.close()
+		h.watch, h.cached = nil, nil
+	}
 	if h.watch == nil && !h.noWatch {
 		// Watch before listing, so a change during the listing is seen
-		// (as a spurious change) by the next call.
-		w, err := newDirWatch(h.Root)
-		if err != nil {
-			h.noWatch = true
-		} else {
+		// (as a spurious change) by the next call. Without a root to
+		// watch, list every time and try again at the next call.
+		if w, err := newDirWatch(h.Root); err == nil {
 			h.watch = w
 			h.cached = nil
 		}
@@ -94,25 +101,25 @@ func (h *HostPods) Workloads() ([]workload.Workload, error) {
 }
 
 // lastActive returns the active workloads the last call found.
-func (h *HostPods) lastActive() ([]workload.Workload, bool) {
+func (h *Pods) lastActive() ([]workload.Workload, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last, h.listed
 }
 
-// HostStats is host mode's StatsSource: the collector's Summary (the agent
+// Stats is host mode's StatsSource: the collector's Summary (the agent
 // configures it eviction-only) of the node and of the workloads the last
 // Pods call found active. The kubelet's eviction manager looks up stats only
 // for its active pods, so an empty cgroup's stats would never be used: not
 // reading them saves most of an idle host's synchronize.
-type HostStats struct {
+type Stats struct {
 	Collector *collect.Collector
-	Pods      *HostPods
+	Pods      *Pods
 	RootRel   string // the workload root relative to the hierarchy root, "/…"
 }
 
-// Summary implements StatsSource.
-func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+// Summary implements agent.StatsSource.
+func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	ws, ok := s.Pods.lastActive()
 	if !ok {
 		var err error
@@ -131,7 +138,7 @@ func (s *HostStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 
 // Close stops the watch on the workload root; later calls list the root
 // every time.
-func (h *HostPods) Close() error {
+func (h *Pods) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cached, h.noWatch = nil, true
@@ -144,9 +151,13 @@ func (h *HostPods) Close() error {
 }
 
 // dirWatch is an inotify watch on one directory's entries.
-type dirWatch struct{ fd int }
+type dirWatch struct {
+	fd  int
+	ino uint64 // the directory's inode: another one at its path means it was recreated
+}
 
 func newDirWatch(dir string) (*dirWatch, error) {
+	ino := cgroup.DirInode(dir)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -156,7 +167,7 @@ func newDirWatch(dir string) (*dirWatch, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &dirWatch{fd: fd}, nil
+	return &dirWatch{fd: fd, ino: ino}, nil
 }
 
 // changed drains the pending events and reports whether there were any.
@@ -186,64 +197,46 @@ func (w *dirWatch) close() error { return unix.Close(w.fd) }
 // one read of cgroup.procs when the cgroup itself holds one, else its link
 // count, and only for a cgroup with children a walk of its descendants.
 func populated(dir string, v2 bool) bool {
-	var buf [128]byte
 	if v2 {
-		n, err := readHead(dir+"/cgroup.events", buf[:])
-		return err == nil && bytes.Contains(buf[:n], []byte("populated 1"))
+		ev, err := cgroupv2.ReadCgroupEvents(dir)
+		return err == nil && ev.Populated
 	}
-	n, err := readHead(dir+"/cgroup.procs", buf[:])
+	d, err := cgroup.OpenDir(dir)
 	if err != nil {
 		return false
 	}
-	if len(bytes.TrimSpace(buf[:n])) > 0 {
+	defer d.Close()
+	pids, err := cgroup.ReadCgroupProcsAt(d)
+	if err != nil {
+		return false
+	}
+	if len(pids) > 0 {
 		return true
 	}
 	// kernfs counts a directory's subdirectories in its link count, so a
 	// cgroup with 2 links has no children and, with no process of its own,
-	// is empty — one stat instead of a walk.
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
+	// is empty — one fstat instead of a walk.
+	if n, err := d.Nlink(); err == nil && n == 2 {
 		return false
 	}
-	pids, err := actuate.ProcsRecursive(dir)
+	pids, err = cgroup.ReadCgroupProcsRecursive(dir)
 	return err == nil && len(pids) > 0
 }
 
-// readHead reads up to len(buf) bytes of a kernel file with raw syscalls
-// (open, one read, close): whether a cgroup holds a process shows in its
-// first line.
-func readHead(path string, buf []byte) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		return n, err
-	}
-}
-
-// HostEvictor kills a host-mode workload's cgroup.
-type HostEvictor struct {
+// Evictor kills a host-mode workload's cgroup.
+type Evictor struct {
 	Killer *actuate.Killer
 }
 
-// Evict implements Evictor: SIGTERM, then the fork-proof kill at the grace
+// Evict implements agent.Evictor: SIGTERM, then the fork-proof kill at the grace
 // deadline, waiting (bounded) until the cgroup is empty.
-func (h *HostEvictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (EvictResult, error) {
+func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (agent.EvictResult, error) {
 	dir := pod.Annotations[workload.CgroupAnnotation]
 	if dir == "" {
-		return EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
+		return agent.EvictResult{}, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
 	}
 	res, err := h.Killer.Kill(ctx, actuate.Target{Name: pod.Name, Cgroup: dir}, grace)
-	out := EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
+	out := agent.EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
 	switch {
 	case res.DryRun:
 		out.Method = "dry-run (would SIGTERM, then " + res.HardKill + ")"
@@ -262,7 +255,7 @@ type HookReclaimer struct {
 	Hooks *actuate.Hooks
 }
 
-// Reclaim implements Reclaimer.
+// Reclaim implements agent.Reclaimer.
 func (h *HookReclaimer) Reclaim(ctx context.Context, signal policy.Signal, _ []string) {
 	h.Hooks.Run(ctx, string(signal))
 }

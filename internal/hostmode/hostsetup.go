@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/notify"
@@ -21,29 +22,9 @@ import (
 	"github.com/evictd/evictd/internal/workload"
 )
 
-// Tri is an on/off/auto switch.
-type Tri string
-
-const (
-	Auto Tri = "auto"
-	On   Tri = "on"
-	Off  Tri = "off"
-)
-
-// ParseTri parses auto|on|off.
-func ParseTri(s string) (Tri, error) {
-	switch Tri(s) {
-	case Auto, On, Off:
-		return Tri(s), nil
-	}
-	return "", fmt.Errorf("%q: want auto, on or off", s)
-}
-
-func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
-
-// HostOptions configure evictd on a host whose workloads are cgroups under
+// Options configure evictd on a host whose workloads are cgroups under
 // a workload root.
-type HostOptions struct {
+type Options struct {
 	Policy policy.Config
 	// WorkloadRoot is relative to the memory hierarchy's root ("/workloads").
 	WorkloadRoot string
@@ -51,16 +32,16 @@ type HostOptions struct {
 	DryRun       bool
 	Interval     time.Duration
 	StateFile    string
-	DecisionLog  *DecisionLog
-	Metrics      *Metrics
+	DecisionLog  *agent.DecisionLog
+	Metrics      *agent.Metrics
 	Hooks        map[string][]actuate.Hook
 	HookTimeout  time.Duration
 	Log          *slog.Logger
-	OnRecord     func(Record)
-	BeforeEvict  func(Trigger, policy.Decision, Action)
-	Clock        Clock
+	OnRecord     func(agent.Record)
+	BeforeEvict  func(agent.Trigger, policy.Decision, agent.Action)
+	Clock        agent.Clock
 
-	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
 	PSIStall, PSIWindow                            time.Duration
 	FastPollMin, FastPollMax                       time.Duration
 	NotifierRefresh                                time.Duration
@@ -74,20 +55,21 @@ type HostOptions struct {
 
 // Host is an Agent wired to the live host.
 type Host struct {
-	*Agent
+	*agent.Agent
 	Collector *collect.Collector
-	Pods      *HostPods
-	Stats     *HostStats
-	Wakeups   *Wakeups
+	Pods      *Pods
+	Stats     *Stats
+	Wakeups   *agent.Wakeups
 	Killer    *actuate.Killer
-	Protector *protect.Protector // nil without HostOptions.MemoryQoS
+	Protector *protect.Protector // nil without Options.MemoryQoS
 	Root      string             // absolute workload root
 	V2        bool
+	lock      *rootLock // nil in a dry run
 }
 
-// NewHost wires the collector, the workloads, the killer, the wake-ups and
+// New wires the collector, the workloads, the killer, the wake-ups and
 // the engine. Nothing is changed on the host until Run.
-func NewHost(o HostOptions) (*Host, error) {
+func New(o Options) (*Host, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -116,7 +98,7 @@ func NewHost(o HostOptions) (*Host, error) {
 	if err != nil {
 		o.Log.Warn("cannot tell evictd's own cgroup; relying on the pid check alone", "err", err)
 	}
-	pods := &HostPods{File: o.Workloads, Root: root, SelfCgroup: self, V2: v2}
+	pods := &Pods{File: o.Workloads, Root: root, SelfCgroup: self, V2: v2}
 	wired := false
 	defer func() {
 		if !wired {
@@ -125,6 +107,17 @@ func NewHost(o HostOptions) (*Host, error) {
 	}()
 	if _, err := pods.Workloads(); err != nil {
 		return nil, err
+	}
+	var lock *rootLock
+	if !o.DryRun { // a dry run changes nothing, so it may watch beside a real agent
+		if lock, err = lockWorkloadRoot(memRoot, root); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !wired {
+				lock.release()
+			}
+		}()
 	}
 	k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, DryRun: o.DryRun, Log: o.Log, GoneTimeout: o.GoneTimeout}
 	if v2 {
@@ -136,38 +129,31 @@ func NewHost(o HostOptions) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	hasMemThreshold := false
-	for _, t := range eng.Thresholds() {
-		if t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable {
-			hasMemThreshold = true
-		}
-	}
-	podsDir := root
-	wk, err := NewWakeups(WakeupConfig{
-		MemoryRoot: memRoot, PodsCgroup: podsDir, V2: v2,
-		MemcgThresholds: o.MemcgNotification.enabled(!v2) && hasMemThreshold && !v2,
+	wc := agent.WakeupConfig{
+		MemoryRoot: memRoot, PodsCgroup: root, V2: v2,
 		RefreshInterval: o.NotifierRefresh,
-		PSI:             o.PSI.enabled(v2), PSIStall: o.PSIStall, PSIWind: o.PSIWindow,
-		MemoryEvents: o.MemoryEvents.enabled(v2) && v2,
-		FastPoll:     o.FastPoll.enabled(v2) && hasMemThreshold, FastMin: o.FastPollMin, FastMax: o.FastPollMax,
+		PSIStall:        o.PSIStall, PSIWind: o.PSIWindow,
+		FastMin: o.FastPollMin, FastMax: o.FastPollMax,
 		ReadPodsMemory: func() (uint64, error) {
 			m, err := wl.ReadPodsCgroupMemory()
 			return m.WorkingSet, err
 		},
 		Log: o.Log,
-	})
+	}
+	agent.WakeupSwitches{MemcgNotification: o.MemcgNotification, PSI: o.PSI, MemoryEvents: o.MemoryEvents, FastPoll: o.FastPoll}.Apply(&wc, eng.Thresholds())
+	wk, err := agent.NewWakeups(wc)
 	if err != nil {
 		return nil, err
 	}
-	if o.MemcgNotification == On && v2 {
+	if o.MemcgNotification == agent.On && v2 {
 		o.Log.Warn("memcg threshold notification asked for, but cgroup v2 has no cgroup.event_control (kubernetes#106331); using PSI, memory.events and the fast poll")
 	}
-	var rec Reclaimer
+	var rec agent.Reclaimer
 	if len(o.Hooks) > 0 {
 		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
 	}
 	var prot *protect.Protector
-	var podSource PodSource = pods
+	var podSource agent.PodSource = pods
 	if o.MemoryQoS != nil {
 		s := *o.MemoryQoS
 		s.CgroupV2 = v2
@@ -175,11 +161,11 @@ func NewHost(o HostOptions) (*Host, error) {
 			wk.Close()
 			return nil, err
 		}
-		podSource = &protectedPods{HostPods: pods, Protector: prot}
+		podSource = &protectedPods{Workloads: pods, Protector: prot}
 	}
-	stats := &HostStats{Collector: wl, Pods: pods, RootRel: rootRel}
-	a, err := New(Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: &HostEvictor{Killer: k}, Reclaimer: rec,
+	stats := &Stats{Collector: wl, Pods: pods, RootRel: rootRel}
+	a, err := agent.New(agent.Config{
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: &Evictor{Killer: k}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
@@ -188,20 +174,20 @@ func NewHost(o HostOptions) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2}, nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2, lock: lock}, nil
 }
 
 // protectedPods is the agent's PodSource with memory QoS on: every listing
 // of the workloads (each synchronize, and so the first one after the
 // workloads file is reloaded) also keeps their protection values.
 type protectedPods struct {
-	*HostPods
+	Workloads *Pods
 	Protector *protect.Protector
 }
 
-// Pods implements PodSource.
+// Pods implements agent.PodSource.
 func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
-	ws, err := p.HostPods.Workloads()
+	ws, err := p.Workloads.Workloads()
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +198,7 @@ func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 // Run runs the loop until ctx is done, then stops the notifiers. What
 // memory QoS wrote stays in place (docs/qos.md).
 func (h *Host) Run(ctx context.Context) error {
+	defer h.lock.release()
 	defer h.Wakeups.Close()
 	defer h.Pods.Close()
 	if h.Protector != nil {

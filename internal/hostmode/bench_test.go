@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -42,7 +43,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 			}
 		}
 	}
-	h, err := NewHost(HostOptions{WorkloadRoot: sb.Parent.Rel, MemcgNotification: Off, PSI: Off, MemoryEvents: Off, FastPoll: Off})
+	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
@@ -19,7 +20,7 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-// TestHostKeepsMemoryQoS: with HostOptions.MemoryQoS the host agent's
+// TestHostKeepsMemoryQoS: with Options.MemoryQoS the host agent's
 // synchronize keeps the workloads' oom_score_adj (both versions) and, on
 // cgroup v2, their memory.low; without it nothing is written.
 func TestHostKeepsMemoryQoS(t *testing.T) {
@@ -46,12 +47,14 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
-			opts := HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
-				MemcgNotification: Off, PSI: Off, MemoryEvents: Off, FastPoll: Off}
+			opts := Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
+				MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
 			if on {
 				opts.MemoryQoS = &s
 			}
-			h, err := NewHost(opts)
+			recs := make(chan agent.Record, 10)
+			opts.OnRecord = func(r agent.Record) { recs <- r }
+			h, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,8 +84,6 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			recs := make(chan Record, 10)
-			h.Agent.cfg.OnRecord = func(r Record) { recs <- r }
 			done := make(chan struct{})
 			go func() { h.Run(ctx); close(done) }()
 			select {

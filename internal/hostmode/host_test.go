@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/hog"
@@ -49,10 +50,10 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	recs := make(chan Record, 100)
-	h, err := NewHost(HostOptions{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
-		MemcgNotification: Auto, PSI: Off, MemoryEvents: Auto, FastPoll: Auto, GoneTimeout: 5 * time.Second,
-		OnRecord: func(r Record) { recs <- r }})
+	recs := make(chan agent.Record, 100)
+	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
+		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto, GoneTimeout: 5 * time.Second,
+		OnRecord: func(r agent.Record) { recs <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
-	var evict, last *Record
+	var evict, last *agent.Record
 	for evict == nil {
 		select {
 		case r := <-recs:

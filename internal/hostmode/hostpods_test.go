@@ -1,4 +1,4 @@
-package agent
+package hostmode
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-// HostPods keeps its list of cgroups while the inotify watch on the root is
+// Pods keeps its list of cgroups while the inotify watch on the root is
 // quiet, and must still see, on the very next call, a cgroup created or
 // removed (also one replaced by another, which keeps the root's link count),
 // and a workload that gains or loses its processes without any directory
@@ -24,7 +24,7 @@ import (
 func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 	mode := sandboxtest.NeedRoot(t)
 	sb := sandboxtest.New(t, 0)
-	hp := &HostPods{Root: sb.Parent.Memory, V2: mode == sandbox.V2}
+	hp := &Pods{Root: sb.Parent.Memory, V2: mode == sandbox.V2}
 	t.Cleanup(func() { hp.Close() })
 
 	mk := func(name string) sandbox.Cgroup {
@@ -108,7 +108,7 @@ func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &HostStats{Collector: col, Pods: hp, RootRel: sb.Parent.Rel}
+	hs := &Stats{Collector: col, Pods: hp, RootRel: sb.Parent.Rel}
 	got, err := hs.Summary(context.Background())
 	if err != nil {
 		t.Fatal(err)

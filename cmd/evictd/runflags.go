@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// minInterval bounds --interval from below: a synchronize reads the stats of
+// every workload, and at --interval 1ns the loop did nothing else (110 % of
+// a CPU). The kubelet's period is 10 s; wake-ups, not the timer, make
+// evictd fast.
+const minInterval = 100 * time.Millisecond
+
+// checkWorkloadRoot refuses a --workload-root that leaves the memory cgroup
+// hierarchy ("../.."), and "/" — every top-level cgroup of the host, system
+// services included, as evictable workloads — unless the run is a dry run or
+// allowRoot (--allow-root-cgroup) says it is meant.
+func checkWorkloadRoot(root string, dryRun, allowRoot bool) error {
+	for _, el := range strings.Split(root, "/") {
+		if el == ".." {
+			return fmt.Errorf("--workload-root %q: must be a cgroup inside the memory hierarchy (relative to its root, e.g. /workloads), without \"..\"", root)
+		}
+	}
+	if strings.Trim(filepath.Clean("/"+root), "/") == "" && !dryRun && !allowRoot {
+		return fmt.Errorf("--workload-root %q: the hierarchy root makes every top-level cgroup of this host (system services too) an evictable workload; use a dedicated cgroup such as /workloads, or say it is meant with --allow-root-cgroup (or try it with --dry-run)", root)
+	}
+	return nil
+}
+
+// checkOutputFile checks that path can be written as a file: it is not a
+// directory, and its directory exists (or can be created, as the state
+// file's is) on a writable file system. flagName names the flag in errors.
+func checkOutputFile(flagName, path string, mayCreateDir bool) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s %s: is a directory, want a file", flagName, path)
+		}
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("%s %s: not writable: %w", flagName, path, err)
+		}
+		return nil
+	} else if !missing(err) {
+		return fmt.Errorf("%s %s: %w", flagName, path, err)
+	}
+	dir := filepath.Dir(path)
+	for {
+		st, err := os.Stat(dir)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s %s: %s is not a directory", flagName, path, dir)
+			}
+			if err := unix.Access(dir, unix.W_OK); err != nil {
+				return fmt.Errorf("%s %s: cannot create files in %s: %w", flagName, path, dir, err)
+			}
+			return nil
+		}
+		if !missing(err) {
+			return fmt.Errorf("%s %s: %w", flagName, path, err)
+		}
+		if !mayCreateDir {
+			return fmt.Errorf("%s %s: directory %s does not exist", flagName, path, dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return fmt.Errorf("%s %s: no existing directory above it", flagName, path)
+		}
+		dir = parent
+	}
+}
+
+// missing reports a path that does not exist, or that runs through a file
+// (the file is then reported as "not a directory" by the walk up).
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
+}
+
+// checkMetricsAddr checks --metrics-addr: host:port with a port, and, when
+// listen is set (--check), that it can be listened on now.
+func checkMetricsAddr(addr string, listen bool) error {
+	if addr == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("--metrics-addr %q: want host:port, e.g. 127.0.0.1:9847", addr)
+	}
+	if !listen {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr %q: %w", addr, err)
+	}
+	return ln.Close()
+}

@@ -1,0 +1,60 @@
+package host
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+)
+
+// ProcCgroup is one line of /proc/<pid>/cgroup (cgroups(7)):
+// "hierarchy-ID:controller-list:cgroup-path". The cgroup v2 line is
+// "0::path" (no controllers); a v1 named hierarchy lists "name=…".
+type ProcCgroup struct {
+	HierarchyID int
+	Controllers []string // empty for the v2 line
+	Path        string   // relative to the hierarchy's mount root
+}
+
+// errFieldCount is wrapped by the *ParseError for a line that is not three
+// colon-separated fields.
+var errFieldCount = errors.New("want hierarchy-ID:controllers:path")
+
+// ReadSelfCgroup reads <procRoot>/self/cgroup: the cgroups of this process.
+func ReadSelfCgroup(procRoot string) ([]ProcCgroup, error) {
+	return readFile(procRoot+"/self/cgroup", "", parseProcCgroup)
+}
+
+func parseProcCgroup(r io.Reader) ([]ProcCgroup, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []ProcCgroup
+	err = lines(b, func(n int, l []byte) error {
+		if len(l) == 0 {
+			return nil
+		}
+		f := bytes.SplitN(l, []byte{':'}, 3)
+		if len(f) != 3 {
+			return &ParseError{Line: n, Token: string(l), Err: errFieldCount}
+		}
+		id, err := parseUint(f[0])
+		if err != nil || id > 1<<31-1 {
+			return &ParseError{Line: n, Token: string(f[0]), Err: errNotNumber}
+		}
+		if len(f[2]) == 0 || f[2][0] != '/' {
+			return &ParseError{Line: n, Token: string(f[2]), Err: errFormat}
+		}
+		c := ProcCgroup{HierarchyID: int(id), Path: string(f[2])}
+		if len(f[1]) > 0 {
+			c.Controllers = strings.Split(string(f[1]), ",")
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
