@@ -316,7 +316,13 @@ func TestPDBOnHardThreshold(t *testing.T) {
 	if grace != nil && *grace != 1 {
 		t.Errorf("deletion grace %d, want 1", *grace)
 	}
-	done := evictdLog(t, logFile, `method="delete (a PodDisruptionBudget refused the eviction)"`)
+	// evictd logs an eviction once the pod's processes are gone (its local
+	// fallback waits for them): a moment after the deletion.
+	var done []string
+	c.WaitFor(t, 30*time.Second, "evictd's log of the deletion", func(context.Context) (bool, error) {
+		done = evictdLog(t, logFile, `method="delete (a PodDisruptionBudget refused the eviction)"`)
+		return len(done) > 0, nil
+	})
 	if len(done) != 1 || len(evictdLog(t, logFile, "eviction failed")) != 0 {
 		t.Fatalf("evictd's log: want one deletion past the PDB at the first attempt:\n%s", strings.Join(evictdLog(t, logFile, "evict"), "\n"))
 	}
@@ -375,7 +381,11 @@ spec:
 	if err != nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		t.Errorf("the static pod: %v; want it running", err)
 	}
-	ev := evictdLog(t, logFile, "msg=evicted")
+	var ev []string
+	c.WaitFor(t, 30*time.Second, "evictd's log of the eviction", func(context.Context) (bool, error) {
+		ev = evictdLog(t, logFile, "msg=evicted")
+		return len(ev) > 0, nil
+	})
 	if len(ev) != 1 || !strings.Contains(ev[0], "pod="+ns+"/regular") {
 		t.Errorf("evictd's evictions: %q; want the regular pod only", ev)
 	}
