@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-node node-up node-down bench demo lint-go
+.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go
 
 build:
 	$(GO) build -o bin/evictd ./cmd/evictd
@@ -22,6 +22,10 @@ test-vm:
 # Decisions compared with the upstream kubelet eviction manager.
 test-parity:
 	./scripts/test.sh parity
+
+# Kubernetes mode on a real kube-apiserver and etcd (loopback, no kubelet).
+test-apiserver:
+	./scripts/test.sh apiserver
 
 # A real single-node Kubernetes v1.37.2 cluster: smoke tests, no-traffic and
 # leave-nothing checks (docs/testing.md).

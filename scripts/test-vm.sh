@@ -24,6 +24,7 @@ vm_packages=(
 	./internal/actuate/...     # cgroup.kill and friends
 	./internal/hostmode/       # the host wiring end to end: v2 wake-ups (fast poll, memory.events) → evict
 	./internal/collect/...     # the Summary from a real v2 kubepods tree
+	./internal/kube/           # Kubernetes mode's Summary on a real v2 kubepods tree (its apiserver tests run in the apiserver tier)
 	./internal/protect/        # memory QoS on real v2: protection of page cache, memory.high throttling, OOM order
 	./internal/hostmode/demo/@1536M # evictd demo on v2: its 768Mi sandbox needs a bigger guest
 )

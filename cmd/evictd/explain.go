@@ -96,17 +96,21 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	var summary *statsv1alpha1.Summary
 	var pods []*v1.Pod
-	if *live.live {
-		if summary, pods, err = live.read(); err != nil {
-			return fail("reading this node: %v", err)
-		}
-	} else if summary, err = load.SummaryFile(*summaryPath); err != nil {
-		return fail("%v", err)
-	}
-	if pods == nil {
+	if *podsPath != "" {
 		if pods, err = load.PodsFile(*podsPath); err != nil {
 			return fail("%v", err)
 		}
+	}
+	if *live.live {
+		var hostPods []*v1.Pod
+		if summary, hostPods, err = live.read(pods); err != nil {
+			return fail("reading this node: %v", err)
+		}
+		if hostPods != nil {
+			pods = hostPods
+		}
+	} else if summary, err = load.SummaryFile(*summaryPath); err != nil {
+		return fail("%v", err)
 	}
 	eng, err := policy.NewEngine(cfg, policy.Filesystems{DedicatedImageFs: *imageFs, SplitContainerFs: *splitFs})
 	if err != nil {

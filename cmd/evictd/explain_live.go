@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/workload"
 )
 
@@ -60,10 +61,14 @@ func (l *liveFlags) check(summaryPath, podsPath string) error {
 }
 
 // read takes one Summary of this node and, in host mode, the workloads as
-// pods. pods is nil when they come from --pods.
-func (l *liveFlags) read() (*statsapi.Summary, []*v1.Pod, error) {
+// pods. pods is nil when they come from --pods; given (the --pods list) names
+// the pods and containers of a Kubernetes node as the kubelet's Summary does.
+func (l *liveFlags) read(given []*v1.Pod) (*statsapi.Summary, []*v1.Pod, error) {
 	cfg := collect.Config{ProcRoot: *l.procRoot, PodsCgroup: *l.podsCgroup,
 		KubeletRoot: *l.kubeletRoot, PodLogsRoot: *l.podLogs}
+	if given != nil {
+		kube.NameFromPods(&cfg, given)
+	}
 	rootRel := ""
 	if *l.root != "" {
 		rootRel = "/" + strings.Trim(*l.root, "/")

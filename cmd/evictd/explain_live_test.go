@@ -89,3 +89,49 @@ func TestExplainLiveOnRealWorkloads(t *testing.T) {
 		t.Errorf("node conditions %v", d.NodeConditions)
 	}
 }
+
+// TestExplainLiveKubernetesNames: on a kubepods tree (real v1 cgroups), with
+// the node's pods from --pods, `explain --live` and `stat --summary` name
+// pods and containers as the kubelet's Summary does (the sandbox is no
+// container), so the message carries the kubelet's container part.
+func TestExplainLiveKubernetesNames(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	const (
+		uid   = "5a5a5a5a-1111-2222-3333-444444444444"
+		cid   = "abababababababababababababababababababababababababababababababab"
+		pause = "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"
+	)
+	pods := cgrouptest.UniqueName(t) + "/kubepods"
+	cgrouptest.StartHog(t, 32, cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods+"/besteffort/pod"+uid+"/"+cid))
+	cgrouptest.StartHog(t, 1, cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods+"/besteffort/pod"+uid+"/"+pause))
+	podsJSON := filepath.Join(t.TempDir(), "pods.json")
+	if err := os.WriteFile(podsJSON, []byte(`{"kind":"List","apiVersion":"v1","items":[{"metadata":{"name":"web","namespace":"shop","uid":"`+uid+`"},
+"spec":{"containers":[{"name":"app","image":"x"}]},
+"status":{"phase":"Running","qosClass":"BestEffort","containerStatuses":[{"name":"app","containerID":"containerd://`+cid+`","ready":true,"restartCount":0,"image":"x","imageID":"x"}]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"explain", "--live", "--pods-cgroup", "/" + pods, "--pods", podsJSON, "--eviction-hard", "memory.available<1000Gi", "-o", "json"}, &out, &errb); code != exitOK {
+		t.Fatalf("explain: code %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `Container app was using`) || !strings.Contains(out.String(), `"offending_containers": "app"`) {
+		t.Errorf("explain lacks the kubelet's container part:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"stat", "--summary", "--pods-cgroup", "/" + pods, "--pods", podsJSON}, &out, &errb); code != exitOK {
+		t.Fatalf("stat: code %d: %s", code, errb.String())
+	}
+	var s struct {
+		Pods []struct {
+			PodRef     struct{ Name, Namespace, UID string } `json:"podRef"`
+			Containers []struct{ Name string }               `json:"containers"`
+		} `json:"pods"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Pods) != 1 || s.Pods[0].PodRef.Name != "web" || s.Pods[0].PodRef.Namespace != "shop" ||
+		len(s.Pods[0].Containers) != 1 || s.Pods[0].Containers[0].Name != "app" {
+		t.Errorf("stat --summary pods %+v, want shop/web with container app only", s.Pods)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/policy"
 )
 
 func init() {
@@ -39,6 +40,12 @@ minimum reclaim larger than its threshold, evictionPressureTransitionPeriod
 kernelMemcgNotification on cgroup v2, imagefs thresholds on a single
 filesystem, localStorageCapacityIsolation off. Infos are worth knowing.
 
+With --kubelet-config (the node's kubelet configuration, read as leniently as
+the kubelet reads it), lint also checks evictd beside that kubelet: each of
+the kubelet's thresholds must be matched by one of evictd's that is met no
+later (at least the same value; hard, or soft with no longer a grace period),
+otherwise the kubelet evicts first.
+
 Each finding has a severity, the field (or flag), the value, what it does,
 why it matters and the fix. Exit status: 0 clean (infos only), 1 warnings,
 2 errors or unreadable input.
@@ -48,6 +55,7 @@ Examples:
   evictd lint --eviction-hard 'memory.available<500Mi,nodefs.available<10%' \
       --eviction-soft 'memory.available<1Gi' --eviction-soft-grace-period 'memory.available=1m'
   evictd lint --config config.yaml --cgroup-version 2 --filesystems single -o json
+  evictd lint --config evictd.yaml --kubelet-config /var/lib/kubelet/config.yaml
 `
 
 func runLint(args []string, stdout, stderr io.Writer) int {
@@ -57,6 +65,7 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
 	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")
 	out := fs.String("o", "table", "output format: table or json")
+	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file: check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -102,6 +111,13 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	}
 	in.Config = kc
 	findings := lint.Check(in)
+	if *kubeletConfig != "" {
+		more, err := coexistenceFindings(kc, *kubeletConfig)
+		if err != nil {
+			return fail("--kubelet-config: %v", err)
+		}
+		findings = append(findings, more...)
+	}
 	rep := lint.NewReport(strings.Join(sources, " "), findings)
 	if *out == "json" {
 		if err := lint.WriteJSON(stdout, rep); err != nil {
@@ -138,4 +154,23 @@ func lintLoadError(err error, path, format string, stdout, stderr io.Writer) int
 		lint.WriteTable(stdout, rep)
 	}
 	return exitError
+}
+
+// coexistenceFindings compares evictd's thresholds (kc) with the kubelet's
+// (its config file, read leniently). When evictd's own configuration does
+// not parse, the other rules already say why and there is nothing to compare.
+func coexistenceFindings(kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletPath string) ([]lint.Finding, error) {
+	kk, _, err := load.KubeletConfigFileLenient(kubeletPath)
+	if err != nil {
+		return nil, err
+	}
+	kcfg, err := policy.ConfigFromKubelet(kk)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kubeletPath, err)
+	}
+	ecfg, err := policy.ConfigFromKubelet(kc)
+	if err != nil {
+		return nil, nil
+	}
+	return lint.Coexistence(ecfg.Thresholds, kcfg.Thresholds, kubeletPath), nil
 }

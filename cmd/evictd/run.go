@@ -78,7 +78,7 @@ Example:
     --eviction-hard 'memory.available<500Mi' --eviction-soft 'memory.available<1Gi' \
     --eviction-soft-grace-period memory.available=30s
   evictd run --check --config /etc/evictd/kubelet.yaml --workloads /etc/evictd/workloads.yaml --workload-root /workloads
-`
+` + runKubeHelp
 
 // hookFlag collects --reclaim-hook SIGNAL=COMMAND.
 type hookFlag map[string][]actuate.Hook
@@ -125,6 +125,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
+	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -160,6 +161,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail("--log-format %q: want text or json", *logFormat)
+	}
+	if *kf.on {
+		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
+			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
+			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
 	if *root == "" {
 		if !*dryRun && !*check {

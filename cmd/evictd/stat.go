@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/safetext"
 )
 
@@ -61,6 +63,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	procRoot := fs.String("proc", "/proc", "where /proc is mounted (a host /proc seen from a container)")
 	kubeletRoot := fs.String("kubelet-root", "/var/lib/kubelet", "the kubelet's root directory (node fs, emptyDir volumes); --summary only")
 	podLogs := fs.String("pod-logs", "/var/log/pods", "the pods' log directory; --summary only")
+	podsFile := fs.String("pods", "", "--summary on a Kubernetes node: name pods and containers from this pod list (kubectl get pods -o json) as the kubelet's Summary does")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -78,12 +81,25 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 			targets++
 		}
 	}
+	if *podsFile != "" && (!*summary || *workloadRoot != "") {
+		fmt.Fprintln(stderr, "evictd stat: --pods goes with --summary on a Kubernetes node (not with --workload-root)")
+		return exitError
+	}
 	if targets > 1 {
 		fmt.Fprintln(stderr, "evictd stat: --pod, --cgroup and --workload-root are exclusive: pick one")
 		return exitError
 	}
-	c, err := collect.New(collect.Config{ProcRoot: *procRoot, PodsCgroup: *podsCgroup, WorkloadRoot: *workloadRoot,
-		KubeletRoot: *kubeletRoot, PodLogsRoot: *podLogs})
+	ccfg := collect.Config{ProcRoot: *procRoot, PodsCgroup: *podsCgroup, WorkloadRoot: *workloadRoot,
+		KubeletRoot: *kubeletRoot, PodLogsRoot: *podLogs}
+	if *podsFile != "" {
+		pods, err := load.PodsFile(*podsFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "evictd stat: %v\n", err)
+			return exitError
+		}
+		kube.NameFromPods(&ccfg, pods)
+	}
+	c, err := collect.New(ccfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd stat: %v\n", err)
 		return exitError

@@ -26,6 +26,7 @@ var edgePackages = map[string]bool{
 var testHelperPackages = map[string]string{
 	module + "/internal/cgroup/cgrouptest":            "real-cgroup test helpers",
 	module + "/internal/workload/sandbox/sandboxtest": "sandbox test helpers (counts the test's own fds in /proc/self/fd)",
+	module + "/internal/kube/kubetest":                "starts kube-apiserver and etcd for tests (writes their keys and tokens, reads their logs)",
 }
 
 // openCalls are the functions that open or read a file or directory by path.

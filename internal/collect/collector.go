@@ -58,7 +58,11 @@ type Config struct {
 	// cgroup's directory name, namespace "", uid = the pod UID; plain
 	// workloads: name = directory name, uid = the cgroup path).
 	PodRef func(w Workload) statsapi.PodReference
-	// ContainerName names a container (default: its container ID).
+	// ContainerName names a container (default: its container ID). An
+	// empty name leaves the container out of the pod's containers and
+	// process count, as the kubelet leaves out the sandbox (pause)
+	// container; its memory still counts in the pod's, which is read from
+	// the pod cgroup.
 	ContainerName func(w Workload, c Container) string
 	// Parallelism bounds concurrent pod reads (default min(4, GOMAXPROCS)).
 	Parallelism int
@@ -552,6 +556,10 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 		}
 	}
 	for _, ct := range w.Containers {
+		name := c.cfg.ContainerName(w, ct)
+		if name == "" {
+			continue
+		}
 		cdir := c.memRoot + ct.Cgroup
 		cd, err := cgroup.OpenDir(cdir)
 		var cm CgroupMemory
@@ -567,7 +575,7 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 			}
 			return nil, fmt.Errorf("container %s: %w", ct.ID, err)
 		}
-		cs := statsapi.ContainerStats{Name: c.cfg.ContainerName(w, ct)}
+		cs := statsapi.ContainerStats{Name: name}
 		if full {
 			cs.StartTime, cs.Memory = c.startTime(cdir), toMemory(cm, now)
 			if c.cpuRoot != "" {

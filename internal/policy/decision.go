@@ -110,6 +110,10 @@ type Eviction struct {
 	Signal string `json:"signal"`
 	// Limit is true for local-storage limit evictions.
 	Limit bool `json:"limit,omitempty"`
+	// Immediate is true when the kubelet kills without waiting: a hard
+	// threshold's eviction or a local-storage limit's (grace override 1 s).
+	// Kubernetes mode then overrides a PodDisruptionBudget at once.
+	Immediate bool `json:"immediate,omitempty"`
 }
 
 // Event is an event the kubelet records.

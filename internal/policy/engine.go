@@ -514,15 +514,15 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map
 			Reason:             v1.PodReasonTerminationByKubelet,
 			Message:            msg,
 		}
-		e.record(d, pod, grace, msg, ann, cond, string(deciding.Signal))
+		e.record(d, pod, grace, msg, ann, cond, string(deciding.Signal), deciding.Hard())
 		return
 	}
 	d.Notes = append(d.Notes, "unable to evict any pods from the node")
 }
 
-func (e *Engine) record(d *Decision, pod *v1.Pod, grace int64, msg string, ann map[string]string, cond *v1.PodCondition, signal string) {
+func (e *Engine) record(d *Decision, pod *v1.Pod, grace int64, msg string, ann map[string]string, cond *v1.PodCondition, signal string, immediate bool) {
 	d.Evictions = append(d.Evictions, Eviction{Pod: refOf(pod), GracePeriodSeconds: grace, Message: msg,
-		Annotations: ann, Condition: cond, Signal: signal, Limit: cond == nil})
+		Annotations: ann, Condition: cond, Signal: signal, Limit: cond == nil, Immediate: immediate})
 	d.Events = append(d.Events, Event{Object: pod.Namespace + "/" + pod.Name, Type: v1.EventTypeWarning,
 		Reason: Reason, Message: msg, Annotations: ann})
 }
@@ -567,7 +567,7 @@ func (e *Engine) evictLimit(d *Decision, pod *v1.Pod, f *podFacts, msg, sig stri
 		d.SkippedCritical = append(d.SkippedCritical, refOf(pod))
 		return false
 	}
-	e.record(d, pod, immediateEvictionGracePeriodSeconds, msg, nil, nil, sig)
+	e.record(d, pod, immediateEvictionGracePeriodSeconds, msg, nil, nil, sig, true)
 	return true
 }
 

@@ -259,23 +259,7 @@ func TestKubeletEvictsMemoryHog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sample the pods cgroup every 50 ms for the crossing time.
-	crossed := make(chan time.Time, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			m, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
-			if err == nil && int64(m.Limit)-int64(m.WorkingSet) < threshold.Value() {
-				crossed <- time.Now()
-				return
-			}
-		}
-	}()
+	crossed := sampleCrossing(t, col, threshold, 50*time.Millisecond)
 	var p *corev1.Pod
 	c.WaitFor(t, 120*time.Second, "the kubelet to evict the hog", func(ctx context.Context) (bool, error) {
 		var err error

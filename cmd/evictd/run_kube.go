@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/lint"
+	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// defaultKubeletConfig is where kubeadm and most distributions put the
+// kubelet's configuration file; Kubernetes mode reads it unless --config
+// names another.
+const defaultKubeletConfig = "/var/lib/kubelet/config.yaml"
+
+const runKubeHelp = `
+Kubernetes mode (--kubernetes): evictd runs beside the kubelet on every node
+(deploy/kubernetes/, docs/kubernetes.md). It decides on the pods of this node
+(an informer scoped to --node-name) and evicts through the Eviction API with
+the kubelet's grace period, DisruptionTarget condition, Event and message.
+The thresholds come from the kubelet's own configuration file (--config,
+default ` + defaultKubeletConfig + `, read as leniently as the kubelet reads
+it) with evictd's eviction flags on top. --shadow decides and records only,
+and logs for every pod the kubelet evicts whether evictd had decided the same
+pod and how much earlier.
+`
+
+// kubeFlags are run's Kubernetes-mode flags.
+type kubeFlags struct {
+	on, shadow                                       *bool
+	node, kubeconfig, summary, kubeletCA, podsCgroup *string
+	pdbWait, localDeadline                           *time.Duration
+}
+
+func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
+	return &kubeFlags{
+		on:            fs.Bool("kubernetes", false, "Kubernetes mode: evict this node's pods through the API server (docs/kubernetes.md)"),
+		shadow:        fs.Bool("shadow", false, "Kubernetes mode: decide and record only, and compare with the kubelet's own evictions"),
+		node:          fs.String("node-name", os.Getenv("NODE_NAME"), "Kubernetes mode: this node's name (default $NODE_NAME)"),
+		kubeconfig:    fs.String("kubeconfig", "", `Kubernetes mode: kubeconfig file; "" uses the in-cluster ServiceAccount`),
+		summary:       fs.String("kubelet-summary", "", `Kubernetes mode: the kubelet's /stats/summary URL for disk stats; "" finds it in the Node object, "none" turns disk thresholds off`),
+		kubeletCA:     fs.String("kubelet-ca", "", "Kubernetes mode: CA file of the kubelet's serving certificate (default: not verified)"),
+		podsCgroup:    fs.String("pods-cgroup", "", "Kubernetes mode: the kubelet's pods cgroup relative to the memory hierarchy root (default: kubepods.slice or kubepods, whichever exists)"),
+		localDeadline: fs.Duration("local-deadline", kube.DefaultLocalDeadline, "Kubernetes mode: when a hard-threshold eviction's pod still runs this long after its grace period (the kubelet wedged, or the API server unreachable), evictd kills the pod's cgroup itself; negative: never"),
+		pdbWait:       fs.Duration("pdb-wait", kube.DefaultPDBWait, "Kubernetes mode: how long a soft-threshold eviction refused by a PodDisruptionBudget is retried before the pod is deleted; negative: never override a PDB"),
+	}
+}
+
+// runShared are the run flags both modes use.
+type runShared struct {
+	configPath, stateFile, decisionLog, metricsAddr, logFormat string
+	dryRun, check                                              bool
+	interval                                                   time.Duration
+	wakeups                                                    agent.WakeupConfig
+	switches                                                   agent.WakeupSwitches
+	ev                                                         *load.EvictionFlags
+}
+
+// kubePolicyConfig reads the kubelet's configuration file leniently (a
+// missing default file means the kubelet's defaults) and applies evictd's
+// eviction flags on top.
+func kubePolicyConfig(path string, explicit bool, flags *load.EvictionFlags, log *slog.Logger) (policy.Config, string, error) {
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	source := path
+	read, warn, err := load.KubeletConfigFileLenient(path)
+	switch {
+	case err == nil:
+		kc = read
+		if warn != nil {
+			log.Warn("the kubelet's configuration has fields evictd does not know or duplicate keys; read leniently, as the kubelet does", "file", path, "warning", warn)
+		}
+	case !explicit && errors.Is(err, fs.ErrNotExist):
+		log.Warn("no kubelet configuration file; using the kubelet's defaults (pass --config if the kubelet reads another file)", "file", path)
+		source = "kubelet defaults"
+	default:
+		return policy.Config{}, "", err
+	}
+	kubelet := kc.DeepCopy()
+	if err := flags.Apply(kc); err != nil {
+		return policy.Config{}, "", err
+	}
+	set := flags.Set()
+	if len(set) > 0 {
+		source += " + --" + strings.Join(set, " --")
+	}
+	cfg, err := policy.ConfigFromKubelet(kc)
+	if err != nil {
+		return policy.Config{}, "", &sourceError{source, err}
+	}
+	// evictd's flags may lower a threshold below the kubelet's own: say so
+	// once at start (evictd lint --kubelet-config has the details).
+	if kcfg, err := policy.ConfigFromKubelet(kubelet); err == nil && len(set) > 0 {
+		for _, f := range lint.Coexistence(cfg.Thresholds, kcfg.Thresholds, path) {
+			log.Warn("the kubelet acts before evictd on this signal", "kubelet_threshold", f.Value, "finding", f.Message, "fix", f.Fix)
+		}
+	}
+	return cfg, source, nil
+}
+
+func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
+		return exitError
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if sh.logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+	cfgPath, explicit := sh.configPath, sh.configPath != ""
+	if !explicit {
+		cfgPath = defaultKubeletConfig
+	}
+	pcfg, source, err := kubePolicyConfig(cfgPath, explicit, sh.ev, log)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *kf.node == "" {
+		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+	}
+	var rc *rest.Config
+	if *kf.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", *kf.kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fail("API server configuration: %v (outside a pod, pass --kubeconfig)", err)
+	}
+	o := kube.Options{
+		Rest: rc, Node: *kf.node, Policy: pcfg,
+		Self:              kube.Self{UID: types.UID(os.Getenv("POD_UID")), Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
+		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
+		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
+		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
+		Switches: sh.switches,
+	}
+	if !o.DryRun && !o.Shadow {
+		o.StateFile = sh.stateFile
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if sh.check {
+		n, err := kube.New(ctx, o)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer n.Close()
+		pods, _ := n.Pods.Pods(ctx)
+		disk := n.DiskStats
+		if disk == "" {
+			disk = "off"
+		}
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s\n",
+			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk)
+		for _, t := range n.Engine().Thresholds() {
+			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
+		}
+		return exitOK
+	}
+	if sh.decisionLog != "" {
+		dl, err := agent.OpenDecisionLog(sh.decisionLog)
+		if err != nil {
+			return fail("--decision-log: %v", err)
+		}
+		defer dl.Close()
+		o.DecisionLog = dl
+	}
+	if sh.metricsAddr != "" {
+		o.Metrics = agent.NewMetrics()
+	}
+	n, err := kube.New(ctx, o)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if o.Metrics != nil {
+		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n.Healthy)
+		if err != nil {
+			n.Close()
+			return fail("--metrics-addr %s: %v", sh.metricsAddr, err)
+		}
+		defer srv.Close()
+	}
+	log.Info("evictd running in Kubernetes mode", "node", o.Node, "pods_cgroup", n.Collector.PodsCgroup(),
+		"thresholds", thresholdTexts(n.Engine().Thresholds()), "config", source, "wakeups", n.Wakeups.Active(),
+		"disk_stats", n.DiskStats, "dry_run", sh.dryRun, "shadow", *kf.shadow, "pdb_wait", *kf.pdbWait)
+	start := time.Now()
+	if err := n.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fail("%v", err)
+	}
+	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
+	return exitOK
+}

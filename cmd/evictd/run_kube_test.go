@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/kube/kubetest"
+)
+
+// Kubernetes mode refuses bad configuration with one line, before it
+// connects anywhere.
+func TestRunKubeRejectsBadConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	badType := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badType, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionMaxPodGracePeriod: ten\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := filepath.Join(dir, "ok.yaml")
+	if err := os.WriteFile(ok, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODE_NAME", "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", badType, "--node-name", "n"}, badType + ": evictionMaxPodGracePeriod"},
+		{[]string{"--config", filepath.Join(dir, "missing.yaml"), "--node-name", "n"}, "missing.yaml"},
+		{[]string{"--config", ok}, "the node name is empty"},
+		{[]string{"--config", ok, "--node-name", "n", "--kubeconfig", filepath.Join(dir, "nokubeconfig")}, "API server configuration"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"run", "--kubernetes"}, c.args...), &out, &errb)
+		msg := errb.String()
+		if code != exitError || !strings.Contains(msg, c.want) || strings.Count(strings.TrimSpace(msg), "\n") > 0 {
+			t.Errorf("run --kubernetes %v: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, msg, exitError, c.want)
+		}
+	}
+}
+
+// `evictd run --kubernetes --check` on a real API server: the kubelet's
+// configuration with a field evictd does not know and a duplicate key is
+// read leniently (a warning), and the node's pods are listed.
+func TestRealRunKubeCheck(t *testing.T) {
+	srv := kubetest.Start(t)
+	cgrouptest.RequireV1Memory(t)
+	pods := cgrouptest.UniqueName(t) + "/kubepods"
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
+	srv.Namespace(t, "ns")
+	srv.Node(t, "node-a")
+	for _, name := range []string{"a", "b"} {
+		srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(`kind: KubeletConfiguration
+apiVersion: kubelet.config.k8s.io/v1beta1
+aFieldOfANewerKubelet: true
+evictionHard: {memory.available: 100Mi}
+evictionHard: {memory.available: 300Mi}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"run", "--kubernetes", "--check", "--config", cfg, "--node-name", "node-a",
+		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/" + pods, "--kubelet-summary", "none"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"configuration OK", "node node-a", "2 active pod(s)", "disk stats off", "threshold memory.available<300Mi", "threshold allocatableMemory.available<300Mi"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "read leniently") {
+		t.Errorf("no lenient-read warning:\n%s", errb.String())
+	}
+	if strings.Contains(errb.String(), "acts before evictd") {
+		t.Errorf("coexistence warning with the kubelet's own thresholds:\n%s", errb.String())
+	}
+
+	// evictd's flags lowering a threshold below the kubelet's: one warning.
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"run", "--kubernetes", "--check", "--config", cfg, "--node-name", "node-a", "--eviction-hard", "memory.available<200Mi",
+		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/" + pods, "--kubelet-summary", "none"}, &out, &errb)
+	if code != exitOK || strings.Count(errb.String(), "the kubelet acts before evictd") != 2 {
+		t.Errorf("exit %d; want two coexistence warnings (memory and allocatable):\n%s", code, errb.String())
+	}
+}

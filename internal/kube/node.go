@@ -1,0 +1,239 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// SummaryOff disables the kubelet's Summary (Options.KubeletSummaryURL).
+const SummaryOff = "none"
+
+// Options configure evictd on a Kubernetes node.
+type Options struct {
+	Rest   *rest.Config
+	Client kubernetes.Interface // nil: built from Rest
+	Node   string
+	Self   Self
+	Policy policy.Config
+	// Collect is the collector's configuration (NodeName and the naming
+	// hooks are set here; PodsCgroup "" detects kubepods.slice or kubepods).
+	Collect collect.Config
+	// KubeletSummaryURL: "" finds the kubelet's address and port in the
+	// Node object; SummaryOff disables disk stats.
+	KubeletSummaryURL string
+	KubeletCA         string // CA of the kubelet's serving certificate ("": not verified)
+	PDBWait           time.Duration
+	// LocalDeadline: how long after an immediate eviction's grace period
+	// evictd kills the pod's cgroup itself when it still runs (0:
+	// DefaultLocalDeadline; negative: never).
+	LocalDeadline time.Duration
+	// DryRun decides and records only. Shadow is DryRun that also compares
+	// with the kubelet's own evictions.
+	DryRun, Shadow bool
+	// Wakeups: the tunables of the kernel wake-ups (stall, window, fast-poll
+	// bounds, refresh); Switches resolve which run for the detected cgroup
+	// version, as in host mode; the cgroup paths and the pods-memory reader
+	// are filled in here.
+	Wakeups     agent.WakeupConfig
+	Switches    agent.WakeupSwitches
+	Interval    time.Duration
+	StateFile   string
+	DecisionLog *agent.DecisionLog
+	Metrics     *agent.Metrics
+	Log         *slog.Logger
+	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
+	PodsSyncTimeout time.Duration
+}
+
+// Node is an agent wired to a Kubernetes node.
+type Node struct {
+	*agent.Agent
+	Pods      *Pods
+	Stats     *Stats
+	Evictor   *Evictor
+	Wakeups   *agent.Wakeups
+	Shadow    *Shadow // nil unless shadow mode
+	Collector *collect.Collector
+	// DiskStats says where disk stats come from ("" when they are off).
+	DiskStats string
+}
+
+// New connects to the API server, lists the node's pods, and wires the
+// collector, the evictor, the wake-ups and the engine. Nothing is changed
+// until Run.
+func New(ctx context.Context, o Options) (*Node, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Node == "" {
+		return nil, errors.New("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+	}
+	client := o.Client
+	if client == nil {
+		var err error
+		if client, err = kubernetes.NewForConfig(o.Rest); err != nil {
+			return nil, fmt.Errorf("API client: %w", err)
+		}
+	}
+	dry := o.DryRun || o.Shadow
+	n := &Node{}
+	st := &Stats{Log: o.Log}
+	cc := o.Collect
+	cc.NodeName = o.Node
+	col, err := st.NewCollector(cc)
+	if err != nil {
+		return nil, err
+	}
+	if col.PodsCgroup() == "" {
+		return nil, collect.ErrNoPodsCgroup
+	}
+	n.Collector, n.Stats = col, st
+
+	fs := policy.Filesystems{}
+	if o.KubeletSummaryURL != SummaryOff {
+		url := o.KubeletSummaryURL
+		if url == "" {
+			if url, err = KubeletSummaryURL(ctx, client, o.Node); err != nil {
+				o.Log.Warn("cannot find the kubelet's address; disk thresholds will not be evaluated", "err", err)
+			}
+		}
+		if url != "" {
+			ks, err := NewKubeletSummary(o.Rest, url, o.KubeletCA)
+			if err != nil {
+				return nil, err
+			}
+			st.Disk, n.DiskStats = ks, url
+			if s, err := ks.Fetch(ctx); err == nil {
+				fs = filesystemsOf(s)
+			} else {
+				o.Log.Warn("the kubelet's Summary is not readable now; assuming one filesystem for nodefs and imagefs", "err", err)
+			}
+		}
+	}
+	eng, err := policy.NewEngine(o.Policy, fs)
+	if err != nil {
+		return nil, err
+	}
+
+	syncTimeout := o.PodsSyncTimeout
+	if syncTimeout <= 0 {
+		syncTimeout = syncTimeoutDefault
+	}
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	pods, err := NewPods(sctx, client, o.Node, o.Self)
+	if err != nil {
+		return nil, err
+	}
+	wired := false
+	defer func() {
+		if !wired {
+			pods.Close()
+		}
+	}()
+	st.Pods, n.Pods = pods, pods
+
+	memRoot, version := col.MemoryRoot()
+	v2 := version == 2
+	wc := o.Wakeups
+	wc.MemoryRoot, wc.PodsCgroup, wc.V2 = memRoot, filepath.Join(memRoot, col.PodsCgroup()), v2
+	o.Switches.Apply(&wc, eng.Thresholds())
+	wc.ReadPodsMemory = func() (uint64, error) {
+		m, err := col.ReadPodsCgroupMemory()
+		return m.WorkingSet, err
+	}
+	wc.Log = o.Log
+	wk, err := agent.NewWakeups(wc)
+	if err != nil {
+		return nil, err
+	}
+	n.Wakeups = wk
+
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log}
+	if !dry && o.LocalDeadline >= 0 {
+		k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, Log: o.Log}
+		if v2 {
+			k.Mode = actuate.V2
+		} else if r, _, ok := col.Hierarchy().Controller("freezer"); ok {
+			k.FreezerRoot = r
+		}
+		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
+	}
+	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
+	if o.Shadow {
+		n.Shadow = &Shadow{Log: o.Log}
+		if err := n.Shadow.Watch(pods.Informer()); err != nil {
+			wk.Close()
+			return nil, err
+		}
+	}
+	onRecord := func(rec agent.Record) {
+		events.Record(rec)
+		if n.Shadow != nil {
+			n.Shadow.Record(rec)
+		}
+	}
+	a, err := agent.New(agent.Config{
+		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor,
+		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
+		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
+	})
+	if err != nil {
+		wk.Close()
+		return nil, err
+	}
+	n.Agent = a
+	wired = true
+	return n, nil
+}
+
+// syncTimeoutDefault bounds the first list of the node's pods.
+const syncTimeoutDefault = 60 * time.Second
+
+// Run runs the loop until ctx is done, then stops the informer and the
+// notifiers.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.Wakeups.Close()
+	defer n.Pods.Close()
+	return n.Agent.Run(ctx)
+}
+
+// Close releases what New started, for a Node that is not Run.
+func (n *Node) Close() {
+	n.Wakeups.Close()
+	n.Pods.Close()
+}
+
+// filesystemsOf tells the kubelet's filesystem layout from its Summary: the
+// image filesystem is dedicated when its capacity differs from the node
+// filesystem's, and the container filesystem split when it differs from the
+// image filesystem's. (The kubelet compares devices, which the Summary does
+// not carry; two distinct filesystems of exactly equal size and inode count
+// would be taken for one.)
+func filesystemsOf(s *statsapi.Summary) policy.Filesystems {
+	var fs policy.Filesystems
+	if s.Node.Runtime == nil || s.Node.Fs == nil {
+		return fs
+	}
+	same := func(a, b *statsapi.FsStats) bool {
+		return a == nil || b == nil || (eqp(a.CapacityBytes, b.CapacityBytes) && eqp(a.Inodes, b.Inodes))
+	}
+	fs.DedicatedImageFs = !same(s.Node.Fs, s.Node.Runtime.ImageFs)
+	fs.SplitContainerFs = fs.DedicatedImageFs && !same(s.Node.Runtime.ImageFs, s.Node.Runtime.ContainerFs)
+	return fs
+}
+
+func eqp(a, b *uint64) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }

@@ -1,0 +1,202 @@
+// Package kube is evictd's Kubernetes wiring: the pods of this node from an
+// informer scoped to it, their stats from evictd's own cgroup collector
+// (named as the kubelet's Summary names them) with the disk part from the
+// kubelet's Summary API, and an evictor that evicts through the Eviction API
+// with the kubelet's grace period, condition, Events and message.
+//
+// The loop (internal/agent) and the decisions (internal/policy) are the ones
+// host mode uses; this package only provides the agent's PodSource,
+// StatsSource and Evictor.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Self identifies evictd's own pod (from the downward API: POD_UID, or
+// POD_NAMESPACE and POD_NAME). evictd never evicts it.
+type Self struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+}
+
+func (s Self) is(p *v1.Pod) bool {
+	if s.UID != "" {
+		return p.UID == s.UID
+	}
+	return s.Name != "" && p.Name == s.Name && p.Namespace == s.Namespace
+}
+
+// SelfAnnotation marks the copy of evictd's own pod that Pods returns. It
+// comes with the static-pod annotation (config.source "evictd") so that the
+// engine ranks evictd's pod like any other but, like a critical pod, never
+// evicts it — the kubelet's own rule for pods that must not go.
+const SelfAnnotation = "evictd.io/self"
+
+const configSourceAnnotation = "kubernetes.io/config.source"
+
+// Pods is the agent's PodSource on a Kubernetes node: an informer on the
+// pods bound to this node only (field selector spec.nodeName), no
+// cluster-wide cache.
+type Pods struct {
+	Node string
+	Self Self
+
+	informer cache.SharedIndexInformer
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	mu       sync.Mutex
+	excluded map[types.UID]bool // killed locally; see Exclude
+}
+
+// Exclude leaves the pod with this UID out of Pods until the informer no
+// longer lists it: evictd killed its cgroup itself, and its API object may
+// stay (terminating, or not even that while the API server is away) for as
+// long as the kubelet or the API server are not back.
+func (p *Pods) Exclude(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.excluded == nil {
+		p.excluded = map[types.UID]bool{}
+	}
+	p.excluded[uid] = true
+}
+
+// NewPods starts the informer and waits (bounded by ctx) for its first list.
+func NewPods(ctx context.Context, client kubernetes.Interface, node string, self Self) (*Pods, error) {
+	if node == "" {
+		return nil, errors.New("kube: the node name is empty (set --node-name or NODE_NAME)")
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	p := &Pods{Node: node, Self: self, informer: f.Core().V1().Pods().Informer(), stop: make(chan struct{})}
+	f.Start(p.stop)
+	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
+		p.Close()
+		return nil, fmt.Errorf("kube: listing the pods of node %s did not finish: %w", node, context.Cause(ctx))
+	}
+	return p, nil
+}
+
+// Close stops the informer.
+func (p *Pods) Close() { p.stopOnce.Do(func() { close(p.stop) }) }
+
+// Informer returns the pod informer (shadow mode watches it too).
+func (p *Pods) Informer() cache.SharedIndexInformer { return p.informer }
+
+// Pods implements agent.PodSource: the node's active pods from the cache,
+// sorted by namespace and name (the kubelet's order is its pod manager's,
+// which only matters for ties the ranking breaks by sort stability).
+func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+	objs := p.informer.GetStore().List()
+	out := make([]*v1.Pod, 0, len(objs))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var listed map[types.UID]bool
+	if len(p.excluded) > 0 {
+		listed = make(map[types.UID]bool, len(p.excluded))
+	}
+	for _, o := range objs {
+		pod, ok := o.(*v1.Pod)
+		if !ok {
+			continue
+		}
+		if p.excluded[pod.UID] {
+			listed[pod.UID] = true
+			continue
+		}
+		if !Active(pod) {
+			continue
+		}
+		if p.Self.is(pod) {
+			pod = markSelf(pod)
+		}
+		out = append(out, pod)
+	}
+	for uid := range p.excluded {
+		if !listed[uid] {
+			delete(p.excluded, uid) // gone from the API: nothing to hide any more
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// Get returns the cached pod with this UID (nil when the informer does not
+// know it, or knows another pod under that name).
+func (p *Pods) Get(namespace, name string, uid types.UID) *v1.Pod {
+	o, ok, err := p.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	pod, _ := o.(*v1.Pod)
+	if pod == nil || (uid != "" && pod.UID != uid) {
+		return nil
+	}
+	return pod
+}
+
+// markSelf returns a copy of evictd's own pod that the engine treats as
+// critical (see SelfAnnotation); the cached object is never modified.
+func markSelf(pod *v1.Pod) *v1.Pod {
+	c := pod.DeepCopy()
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[SelfAnnotation] = "true"
+	if src, ok := c.Annotations[configSourceAnnotation]; !ok || src == "api" {
+		c.Annotations[configSourceAnnotation] = "evictd"
+	}
+	return c
+}
+
+// Active reports whether the kubelet counts pod among its active pods (what
+// its eviction manager ranks): admitted by the kubelet and not terminal.
+//
+//   - Admitted: the kubelet sets status.startTime when it admits a pod, so a
+//     pod bound to the node that the kubelet has not admitted yet (no start
+//     time) is not active, as it is not in the kubelet's list either.
+//   - Terminal (phase Succeeded or Failed) pods are not active.
+//   - A terminating pod (deletion timestamp set) stays active while any of
+//     its containers may still run, as the kubelet keeps it until its pod
+//     worker has stopped every container; once every container status
+//     says terminated (or there are none), it is not.
+func Active(pod *v1.Pod) bool {
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return false
+	}
+	if pod.Status.StartTime == nil {
+		return false
+	}
+	if pod.DeletionTimestamp != nil {
+		for _, lists := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+			for i := range lists {
+				if lists[i].State.Terminated == nil {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return true
+}

@@ -1,0 +1,276 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/collect"
+)
+
+// PodLister is what Stats needs of the pod source.
+type PodLister interface {
+	Pods(ctx context.Context) ([]*v1.Pod, error)
+}
+
+// DiskSource gives the disk part of the kubelet's Summary (node and image
+// filesystems, the pods' ephemeral storage with the containers' writable
+// layers, which only the runtime knows).
+type DiskSource interface {
+	Summary(ctx context.Context) (*statsapi.Summary, error)
+}
+
+// Stats is the agent's StatsSource on a Kubernetes node. Memory and PIDs come
+// from evictd's own collector, fresh on every call: the pod cgroups under
+// kubepods (either cgroup driver, v1 or v2) matched to the informer's pods by
+// UID, named as the kubelet's Summary names them (the pod's namespace and
+// name, container names from its container statuses, no sandbox container).
+// The "pods" system container is the kubepods cgroup, whose memory limit the
+// kubelet sets to the node's allocatable memory, so allocatableMemory.available
+// is computed as the kubelet computes it.
+//
+// Disk signals come from Disk (the kubelet's Summary); without it, or while it
+// fails, the Summary carries no filesystem stats, so disk thresholds are not
+// evaluated (one log line per change between the two states).
+//
+// Cgroups and pods that do not match yet are not errors:
+//   - a pod cgroup whose UID the informer does not list (a pod being
+//     created, or one deleted from the API whose cgroup lingers) is left
+//     out of the Summary; its memory still counts in the node's and the
+//     "pods" container's, as in the kubelet's Summary;
+//   - an active pod without a cgroup yet has no stats, and the engine ranks
+//     it as the kubelet ranks a pod its Summary does not cover.
+type Stats struct {
+	Collector *collect.Collector
+	Pods      PodLister
+	Disk      DiskSource // nil: disk thresholds are not evaluated
+	Log       *slog.Logger
+
+	mu       sync.Mutex
+	index    podIndexes // replaced, never mutated, per call
+	diskErr  string     // the last disk-source state ("" = fine)
+	diskSeen bool
+}
+
+type podIndex struct {
+	pod        *v1.Pod
+	containers map[string]string // runtime container ID → container name
+}
+
+// NewCollector returns a collector configured for Kubernetes mode: the
+// kubepods cgroup (detected, or podsCgroup when set), eviction-only reads,
+// and pods and containers named through s's index.
+func (s *Stats) NewCollector(cfg collect.Config) (*collect.Collector, error) {
+	cfg.EvictionOnly = true
+	cfg.WorkloadRoot = ""
+	cfg.PodRef = s.podRef
+	cfg.ContainerName = s.containerName
+	c, err := collect.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Collector = c
+	return c, nil
+}
+
+func (s *Stats) current() podIndexes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.index
+}
+
+func (s *Stats) podRef(w collect.Workload) statsapi.PodReference { return s.current().podRef(w) }
+
+func (s *Stats) containerName(w collect.Workload, c collect.Container) string {
+	return s.current().containerName(w, c, "")
+}
+
+// podIndexes are pods by UID, with their containers by runtime ID.
+type podIndexes map[string]*podIndex
+
+func (idx podIndexes) podRef(w collect.Workload) statsapi.PodReference {
+	if pi := idx[w.PodUID]; pi != nil {
+		return statsapi.PodReference{Name: pi.pod.Name, Namespace: pi.pod.Namespace, UID: string(pi.pod.UID)}
+	}
+	return statsapi.PodReference{Name: w.Name, UID: w.PodUID}
+}
+
+// containerName names a container cgroup by its pod's container statuses; ""
+// (left out) for the sandbox and for a container the status does not list
+// yet; unknown for a pod not in the index.
+func (idx podIndexes) containerName(w collect.Workload, c collect.Container, unknown string) string {
+	if pi := idx[w.PodUID]; pi != nil {
+		return pi.containers[c.ID]
+	}
+	return unknown
+}
+
+// NameFromPods makes a collector name the pods it finds under kubepods as
+// the kubelet's Summary names them, from a pod list (the informer's, or
+// `kubectl get pods -o json`): namespace and name from the pod, container
+// names from its container statuses, the sandbox (which no status lists)
+// left out of the containers. A pod cgroup the list does not have keeps
+// the collector's default naming (directory name, containers by ID).
+func NameFromPods(cfg *collect.Config, pods []*v1.Pod) {
+	idx := indexPods(pods)
+	cfg.PodRef = idx.podRef
+	cfg.ContainerName = func(w collect.Workload, c collect.Container) string { return idx.containerName(w, c, c.ID) }
+}
+
+func indexPods(pods []*v1.Pod) podIndexes {
+	idx := make(podIndexes, len(pods))
+	for _, p := range pods {
+		pi := &podIndex{pod: p, containers: map[string]string{}}
+		for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+			for i := range list {
+				if id := containerID(list[i].ContainerID); id != "" {
+					pi.containers[id] = list[i].Name
+				}
+			}
+		}
+		idx[string(p.UID)] = pi
+		// A static pod's cgroup is named by the UID the kubelet gave it (the
+		// hash of its file); the API shows its mirror pod, with another UID
+		// and that hash in the mirror annotation.
+		if h := p.Annotations[v1.MirrorPodAnnotationKey]; h != "" && h != string(p.UID) {
+			idx[h] = pi
+		}
+	}
+	return idx
+}
+
+// containerID strips the runtime scheme of a status's containerID
+// ("containerd://<id>", "cri-o://<id>", "docker://<id>").
+func containerID(s string) string {
+	if _, id, ok := strings.Cut(s, "://"); ok {
+		return id
+	}
+	return s
+}
+
+// Summary implements agent.StatsSource.
+func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	pods, err := s.Pods.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	idx := indexPods(pods)
+	ws, err := s.Collector.Workloads()
+	if err != nil {
+		return nil, err
+	}
+	kept := ws[:0:0]
+	for _, w := range ws {
+		if _, ok := idx[w.PodUID]; ok {
+			kept = append(kept, w)
+		}
+	}
+	s.mu.Lock()
+	s.index = idx
+	s.mu.Unlock()
+	sum, err := s.Collector.SummaryOf(ctx, kept)
+	if err != nil {
+		return nil, err
+	}
+	s.addDisk(ctx, sum)
+	return sum, nil
+}
+
+// addDisk replaces the collector's filesystem stats by the kubelet's, or
+// removes them when the kubelet's Summary is not available.
+func (s *Stats) addDisk(ctx context.Context, sum *statsapi.Summary) {
+	var ks *statsapi.Summary
+	state := "no disk source configured"
+	if s.Disk != nil {
+		var err error
+		if ks, err = s.Disk.Summary(ctx); err != nil {
+			ks, state = nil, err.Error()
+		} else {
+			state = ""
+		}
+	}
+	s.logDiskState(state)
+	if ks == nil {
+		stripDisk(sum)
+		return
+	}
+	mergeDisk(sum, ks)
+}
+
+func (s *Stats) logDiskState(state string) {
+	if s.diskSeen && state == s.diskErr {
+		return
+	}
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	switch {
+	case state == "":
+		log.Info("disk stats from the kubelet's Summary: disk thresholds evaluated")
+	default:
+		log.Warn("no disk stats: disk thresholds (nodefs, imagefs, containerfs) are not evaluated", "reason", state)
+	}
+	s.diskErr, s.diskSeen = state, true
+}
+
+// stripDisk removes every filesystem figure, so no disk signal is observed.
+func stripDisk(sum *statsapi.Summary) {
+	sum.Node.Fs, sum.Node.Runtime = nil, nil
+	for i := range sum.Pods {
+		p := &sum.Pods[i]
+		p.EphemeralStorage, p.VolumeStats = nil, nil
+		for j := range p.Containers {
+			p.Containers[j].Rootfs, p.Containers[j].Logs = nil, nil
+		}
+	}
+}
+
+// mergeDisk takes the node's filesystems and each pod's storage from the
+// kubelet's Summary ks, matching pods by UID and containers by name.
+func mergeDisk(sum, ks *statsapi.Summary) {
+	stripDisk(sum)
+	sum.Node.Fs, sum.Node.Runtime = ks.Node.Fs, ks.Node.Runtime
+	byUID := make(map[string]*statsapi.PodStats, len(ks.Pods))
+	for i := range ks.Pods {
+		byUID[ks.Pods[i].PodRef.UID] = &ks.Pods[i]
+	}
+	for i := range sum.Pods {
+		p := &sum.Pods[i]
+		kp := byUID[p.PodRef.UID]
+		if kp == nil {
+			continue
+		}
+		p.EphemeralStorage, p.VolumeStats = kp.EphemeralStorage, kp.VolumeStats
+		kc := make(map[string]*statsapi.ContainerStats, len(kp.Containers))
+		for j := range kp.Containers {
+			kc[kp.Containers[j].Name] = &kp.Containers[j]
+		}
+		for j := range p.Containers {
+			if c := kc[p.Containers[j].Name]; c != nil {
+				p.Containers[j].Rootfs, p.Containers[j].Logs = c.Rootfs, c.Logs
+			}
+		}
+	}
+}
+
+// PodCgroup returns the absolute cgroup directory (memory hierarchy) of the
+// pod with this UID, from a fresh discovery of the kubepods tree.
+func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
+	ws, err := s.Collector.Workloads()
+	if err != nil {
+		return "", false
+	}
+	root, _ := s.Collector.MemoryRoot()
+	for _, w := range ws {
+		if w.PodUID == string(uid) {
+			return root + w.Cgroup, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,425 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/test/node"
+)
+
+// kubectl runs the node's kubectl as admin.
+func kubectl(t *testing.T, c *node.Cluster, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout", "20s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// installEvictd installs evictd as a user does, `kubectl apply -k
+// deploy/kubernetes/`, with the two settings this test node needs: the
+// kubelet's configuration is not at /var/lib/kubelet/config.yaml but in the
+// run's directory, and the node runs no kube-proxy, so the in-cluster
+// address of the API server (the kubernetes Service's cluster IP) does not
+// answer: the pod is pointed at the API server's loopback address. It
+// waits for evictd to run and removes it when the test ends. It returns
+// evictd's log file on the node. args are added to evictd's.
+func installEvictd(t *testing.T, c *node.Cluster, args ...string) string {
+	t.Helper()
+	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_ = exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "delete", "-k", filepath.Join("..", "..", "deploy", "kubernetes"), "--wait=true").Run()
+		c.WaitFor(t, 60*time.Second, "evictd's pod gone", func(ctx context.Context) (bool, error) {
+			l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
+			return err == nil && len(l.Items) == 0, err
+		})
+		// evictd's node events live in "default", which outlives the
+		// test's namespace: remove them, as the other tests read the
+		// node's events.
+		l, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Errorf("listing node events: %v", err)
+			return
+		}
+		for _, e := range l.Items {
+			if e.Source.Component == "evictd" {
+				_ = c.Client.CoreV1().Events("default").Delete(ctx, e.Name, metav1.DeleteOptions{})
+			}
+		}
+	})
+	host := strings.TrimPrefix(c.Config.Host, "https://")
+	addr, port, _ := strings.Cut(host, ":")
+	kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
+		fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/volumes/1/hostPath/path","value":%q}]`, filepath.Join(c.Dir, "kubelet.yaml")))
+	kubectl(t, c, "-n", "kube-system", "set", "env", "daemonset/evictd", "KUBERNETES_SERVICE_HOST="+addr, "KUBERNETES_SERVICE_PORT="+port)
+	for _, a := range args {
+		kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
+			fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":%q}]`, a))
+	}
+	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/evictd", "--timeout=90s")
+	var logFile string
+	c.WaitFor(t, 90*time.Second, "evictd running on the node", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
+		if err != nil || len(l.Items) != 1 {
+			return false, err
+		}
+		p := l.Items[0]
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil ||
+			!strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), strings.Join(args, " ")) {
+			return false, nil
+		}
+		logFile = filepath.Join(c.PodLogs, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "evictd", "0.log")
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "evictd running in Kubernetes mode"), nil
+	})
+	return logFile
+}
+
+// TestEvictdEvictsFirst: coexistence on a real node. The kubelet polls
+// every 10 s with its memory.available hard threshold; evictd runs as the
+// DaemonSet's pod with the kubelet's own configuration. A pod ramps its
+// memory past the threshold: evictd evicts it through the API, with the
+// kubelet's message (container part included) and its 1 s grace, before
+// the kubelet does anything; the kubelet never evicts and the kernel OOM
+// killer never fires.
+func TestEvictdEvictsFirst(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c)
+	ns := c.Namespace(t, "kube-coexist")
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold := resource.MustParse(c.Threshold)
+	script := fmt.Sprintf("ramp %d 100Mi; hold", hogTarget(t, c, threshold, 120<<20))
+	hog := c.RunPod(t, ns, node.HogPod("hog", script, "64Mi", ""))
+
+	crossed := sampleCrossing(t, col, threshold, 20*time.Millisecond)
+	var grace *int64
+	c.WaitFor(t, 120*time.Second, "the hog's eviction", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if p.DeletionTimestamp != nil {
+			grace = p.DeletionGracePeriodSeconds
+			return true, nil
+		}
+		return p.Status.Phase == corev1.PodFailed, nil
+	})
+	seen := time.Now()
+	select {
+	case at := <-crossed:
+		t.Logf("threshold crossed → eviction seen in the API: %.3f s", seen.Sub(at).Seconds())
+	default:
+		t.Errorf("evicted, but the pods cgroup never crossed the threshold")
+	}
+	if grace != nil && *grace != 1 {
+		t.Errorf("deletion grace %d s, want 1 (hard threshold)", *grace)
+	}
+	var evicted []corev1.Event
+	c.WaitFor(t, 30*time.Second, "the Evicted event", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.uid": string(hog.UID), "reason": "Evicted"}.AsSelector().String()})
+		if err != nil {
+			return false, err
+		}
+		evicted = l.Items
+		return len(evicted) > 0, nil
+	})
+	for _, e := range evicted {
+		if e.Source.Component != "evictd" {
+			t.Errorf("the %s evicted the hog (%q), not evictd", e.Source.Component, e.Message)
+		}
+	}
+	e := evicted[0]
+	want := "The node was low on resource: memory. Threshold quantity: " + c.Threshold + ", available: "
+	if !strings.HasPrefix(e.Message, want) || !strings.Contains(e.Message, "Container hog was using") ||
+		e.Annotations["offending_containers"] != "hog" || e.Annotations["starved_resource"] != "memory" {
+		t.Errorf("Evicted event %q %v; want the kubelet's message with the container part", e.Message, e.Annotations)
+	}
+	// The kubelet: no eviction of its own and no OOM kill on the node, over
+	// more than one of its 10 s periods.
+	time.Sleep(12 * time.Second)
+	for _, reason := range []string{"Evicted", "SystemOOM", "OOMKilling"} {
+		for _, nsName := range []string{ns, "default"} {
+			l, err := c.Client.CoreV1().Events(nsName).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": reason}.AsSelector().String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range l.Items {
+				if x.Source.Component != "evictd" {
+					t.Errorf("%s event from %s: %s %q", reason, x.Source.Component, x.InvolvedObject.Name, x.Message)
+				}
+			}
+		}
+	}
+	b, _ := os.ReadFile(logFile)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "msg=evicted") || strings.Contains(l, "eviction failed") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Logf("evictd: %s", l)
+		}
+	}
+}
+
+// TestShadowAgreesWithKubelet: evictd in shadow mode beside the kubelet, on
+// pods of the three QoS classes: the kubelet evicts the Burstable pod that
+// ramps past its request (the kubelet's ranking), evictd changes nothing,
+// and records that it had decided the same pod, and how much earlier.
+func TestShadowAgreesWithKubelet(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c, "--shadow")
+	ns := c.Namespace(t, "kube-shadow")
+	c.RunPod(t, ns, node.HogPod("guaranteed", "ramp 48Mi 100Mi; hold", "64Mi", "64Mi"))
+	c.RunPod(t, ns, node.HogPod("besteffort", "ramp 16Mi 100Mi; hold", "", ""))
+	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
+	// The kubelet ranks on cAdvisor's stats, which lag: a pod's first 10–20
+	// s read 0, and a pod whose usage stays flat is sampled less often (up
+	// to every 15 s). Seen on this node: a Burstable pod that sat at 8 MiB
+	// and then ramped was still under its 64Mi request in the kubelet's
+	// stats at the crossing, so the kubelet evicted the BestEffort pod while
+	// evictd, reading the cgroups fresh, chose the Burstable one. Here the
+	// pod is well over its request (200 MiB) long before it ramps, so that
+	// stale or fresh, both rank it first.
+	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("alloc 200Mi; sleep 20s; ramp %d 100Mi; hold", target-200<<20), "64Mi", ""))
+	var victim *corev1.Pod
+	c.WaitFor(t, 120*time.Second, "the kubelet's eviction", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; p.Status.Phase == corev1.PodFailed {
+				victim = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if victim.Name != "burstable" || victim.Status.Reason != "Evicted" {
+		t.Errorf("the kubelet evicted %s (%s %q), want burstable", victim.Name, victim.Status.Reason, victim.Status.Message)
+	}
+	var line string
+	c.WaitFor(t, 30*time.Second, "evictd's shadow record", func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(logFile)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "shadow: the kubelet evicted a pod") {
+				line = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("evictd: %s", line)
+	if !strings.Contains(line, "pod="+ns+"/"+victim.Name) || !strings.Contains(line, "evictd_decided=true") || !strings.Contains(line, "lead=") {
+		t.Errorf("shadow record %q: want the same pod decided, with a lead time", line)
+	}
+	// Shadow mode changed nothing: every Evicted event is the kubelet's.
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if e.Source.Component == "evictd" {
+			t.Errorf("shadow mode recorded an event: %q", e.Message)
+		}
+	}
+}
+
+// hogTarget is how much a pod must allocate so that, with what the pods
+// cgroup holds now, allocatable memory falls more below level (available)
+// by over: the pods cgroup's limit − level + over − its working set.
+func hogTarget(t *testing.T, c *node.Cluster, level resource.Quantity, over int64) int64 {
+	t.Helper()
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+	if err != nil || !pc.HasLimit {
+		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
+	}
+	return int64(pc.Limit) - level.Value() + over - int64(pc.WorkingSet)
+}
+
+func evictdLog(t *testing.T, logFile, substr string) []string {
+	b, _ := os.ReadFile(logFile)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestPDBOnHardThreshold: a hard threshold of evictd's (above the
+// kubelet's, so the kubelet does not act) is met by a pod a
+// PodDisruptionBudget protects; the disruption controller refuses the
+// eviction (429), and evictd deletes the pod at once with the same grace, as
+// the kubelet, which ignores PDBs, would. (A soft threshold's wait is tested
+// on the real API server, TestRealPDB: on this node a soft memory.available
+// threshold watches the machine's memory, which no test pod can exhaust.)
+func TestPDBOnHardThreshold(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c, "--eviction-hard=memory.available<900Mi")
+	ns := c.Namespace(t, "kube-pdb")
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "hog"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hog"}}}}
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(node.Ctx(t), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod waits until the disruption controller counts it, then holds
+	// 300 MiB below evictd's threshold, 300 MiB above the kubelet's.
+	target := hogTarget(t, c, resource.MustParse("900Mi"), 300<<20)
+	c.RunPod(t, ns, node.HogPod("hog", fmt.Sprintf("alloc 8Mi; sleep 15s; ramp %d 200Mi; hold", target), "64Mi", ""))
+	c.WaitFor(t, 60*time.Second, "the disruption controller to count the pod", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "hog", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, err
+	})
+	var grace *int64
+	c.WaitFor(t, 120*time.Second, "the hog's deletion", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err == nil && p.DeletionTimestamp != nil {
+			grace = p.DeletionGracePeriodSeconds
+			return true, nil
+		}
+		return false, err
+	})
+	if grace != nil && *grace != 1 {
+		t.Errorf("deletion grace %d, want 1", *grace)
+	}
+	// evictd logs an eviction once the pod's processes are gone (its local
+	// fallback waits for them): a moment after the deletion.
+	var done []string
+	c.WaitFor(t, 30*time.Second, "evictd's log of the deletion", func(context.Context) (bool, error) {
+		done = evictdLog(t, logFile, `method="delete (a PodDisruptionBudget refused the eviction)"`)
+		return len(done) > 0, nil
+	})
+	if len(done) != 1 || len(evictdLog(t, logFile, "eviction failed")) != 0 {
+		t.Fatalf("evictd's log: want one deletion past the PDB at the first attempt:\n%s", strings.Join(evictdLog(t, logFile, "evict"), "\n"))
+	}
+	t.Logf("evictd: %s", done[0])
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Source.Component != "evictd" {
+		t.Errorf("Evicted events %+v, want one from evictd", l.Items)
+	}
+}
+
+// TestStaticPodNeverEvicted: a static pod (from the kubelet's manifest
+// directory; the API shows its mirror pod) uses the most memory, and a
+// regular pod pushes the node past the threshold: evictd ranks the static
+// pod first, as the kubelet does, skips it as critical, and evicts the
+// regular pod.
+func TestStaticPodNeverEvicted(t *testing.T) {
+	c := node.Get(t)
+	logFile := installEvictd(t, c)
+	ns := c.Namespace(t, "kube-static")
+	manifest := filepath.Join(c.Dir, "manifests", "static-hog.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: static-hog, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {name: hog, image: %s, imagePullPolicy: Never, args: [alloc, 1000Mi, ";", hold]}
+`, ns, node.WorkImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(manifest)
+		c.WaitFor(t, 60*time.Second, "the static pod gone", func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+	c.WaitFor(t, 90*time.Second, "the static pod's mirror running", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, err
+	})
+	time.Sleep(3 * time.Second) // the static pod's 1000 MiB touched
+	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
+	c.RunPod(t, ns, node.HogPod("regular", fmt.Sprintf("ramp %d 100Mi; hold", target), "64Mi", ""))
+	c.WaitFor(t, 120*time.Second, "the regular pod's eviction", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "regular", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)), nil
+	})
+	p, err := c.Client.CoreV1().Pods(ns).Get(node.Ctx(t), "static-hog-"+c.Node, metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the static pod: %v; want it running", err)
+	}
+	var ev []string
+	c.WaitFor(t, 30*time.Second, "evictd's log of the eviction", func(context.Context) (bool, error) {
+		ev = evictdLog(t, logFile, "msg=evicted")
+		return len(ev) > 0, nil
+	})
+	if len(ev) != 1 || !strings.Contains(ev[0], "pod="+ns+"/regular") {
+		t.Errorf("evictd's evictions: %q; want the regular pod only", ev)
+	}
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if e.Source.Component != "evictd" || e.InvolvedObject.Name != "regular" {
+			t.Errorf("Evicted event from %s for %s: %q", e.Source.Component, e.InvolvedObject.Name, e.Message)
+		}
+	}
+}
+
+// sampleCrossing samples the pods cgroup every period until allocatable
+// memory is below threshold, and sends that time; it stops when the test
+// ends.
+func sampleCrossing(t *testing.T, col *collect.Collector, threshold resource.Quantity, period time.Duration) <-chan time.Time {
+	crossed := make(chan time.Time, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+			m, err := col.ReadCgroupMemory(col.PodsCgroup(), true)
+			if err == nil && int64(m.Limit)-int64(m.WorkingSet) < threshold.Value() {
+				crossed <- time.Now()
+				return
+			}
+		}
+	}()
+	return crossed
+}
