@@ -48,7 +48,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--dry-run", "--max-input-size", "10", "--workloads", bad}, bad + ": file too large: 50 bytes, more than the 10-byte cap (raise it with --max-input-size)"},
 	} {
 		var out, errb bytes.Buffer
-		code := run(append([]string{"run"}, c.args...), &out, &errb)
+		code := run(append([]string{"run"}, freeMetricsAddr(c.args)...), &out, &errb)
 		msg := errb.String()
 		if code != exitError || !strings.Contains(msg, c.want) {
 			t.Errorf("run %v: exit %d, stderr %q; want exit %d and %q", c.args, code, msg, exitError, c.want)
@@ -59,10 +59,23 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
+// freeMetricsAddr adds --metrics-addr 127.0.0.1:0 to args that do not set
+// it: --check listens on the metrics address, and an agent already running on
+// this machine (an evictd on the real-node tier's cluster, say) may hold the
+// default port.
+func freeMetricsAddr(args []string) []string {
+	for _, a := range args {
+		if strings.HasPrefix(a, "--metrics-addr") {
+			return args
+		}
+	}
+	return append([]string{"--metrics-addr", "127.0.0.1:0"}, args...)
+}
+
 func TestRunCheck(t *testing.T) {
 	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to read the host's cgroups")
 	var out, errb bytes.Buffer
-	code := run([]string{"run", "--check", "--eviction-hard", "memory.available<300Mi"}, &out, &errb)
+	code := run(append([]string{"run"}, freeMetricsAddr([]string{"--check", "--eviction-hard", "memory.available<300Mi"})...), &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
