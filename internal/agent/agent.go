@@ -7,8 +7,8 @@
 // source, evictor, reclaimer, waker, threshold updater, clock — so the loop
 // is tested with fakes and a fake clock. A wiring implements them for one
 // kind of node: internal/hostmode for a host whose workloads are cgroups
-// under a workload root (Kubernetes mode's wiring, internal/kube, is being
-// added beside it on the same interfaces). This package
+// under a workload root and internal/kube for a Kubernetes node, beside it
+// on the same interfaces. This package
 // also holds what every wiring shares: the kernel wake-ups (Wakeups), the
 // decision log, the metrics and /healthz, the state file and the SIGHUP
 // reloads.

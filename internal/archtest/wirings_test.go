@@ -12,9 +12,7 @@ const loop = module + "/internal/agent"
 
 var wirings = map[string]bool{
 	module + "/internal/hostmode": true,
-	// Kubernetes mode's wiring is being built on its own branch; once it
-	// lands, make it required.
-	module + "/internal/kube": false,
+	module + "/internal/kube":     true,
 }
 
 // TestWiringsPointInward fails when the loop depends on a wiring or a wiring
