@@ -79,18 +79,9 @@ parity() {
 # overrides), etcd from Debian's etcd-server.
 apiserver() {
 	step "Kubernetes mode on a real kube-apiserver and etcd"
-	if ! command -v etcd >/dev/null; then
-		# No package may start a service of its own (policy-rc.d 101).
-		local policy=
-		if [ ! -e /usr/sbin/policy-rc.d ]; then
-			printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-			chmod 0755 /usr/sbin/policy-rc.d
-			policy=1
-		fi
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server
-		[ -z "$policy" ] || rm -f /usr/sbin/policy-rc.d
-	fi
+	# Debian's etcd, with the node tier's other packages (one installer,
+	# which keeps packages from starting services of their own).
+	scripts/node.sh deps
 	local bin=${EVICTD_K8S_BIN:-}
 	[ -n "$bin" ] || bin=$(scripts/node-bins.sh)
 	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 ./internal/kube/...
