@@ -294,9 +294,8 @@ func TestRealShadowMode(t *testing.T) {
 	if r := reps[0]; r.Pod.Name != "hog" || !r.Decided || r.Lead < time.Second {
 		t.Errorf("shadow report %+v, want hog, decided, lead ≥ 1 s", r)
 	}
-	if !strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") {
-		t.Errorf("no shadow log line:\n%s", s.logs.String())
-	}
+	// The log line follows the report (Shadow logs after it publishes).
+	waitUntil(t, "the shadow log line", func() bool { return strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") })
 	evs, _ := s.srv.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	for _, e := range evs.Items {
 		if e.Source.Component == Component {
