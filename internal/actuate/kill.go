@@ -75,6 +75,20 @@ type Killer struct {
 	Self int
 }
 
+// NewKiller returns a Killer for the workloads whose memory cgroups are
+// under memRoot in hierarchy h: cgroup.kill on v2; on v1 the freezer
+// controller's cgroup of the same path, when h mounts one, stops forks during
+// the kill.
+func NewKiller(h cgroup.Hierarchy, memRoot string, v2 bool, log *slog.Logger) *Killer {
+	k := &Killer{Mode: V1, MemoryRoot: memRoot, Log: log}
+	if v2 {
+		k.Mode = V2
+	} else if r, _, ok := h.Controller("freezer"); ok {
+		k.FreezerRoot = r
+	}
+	return k
+}
+
 func (k *Killer) log() *slog.Logger {
 	if k.Log != nil {
 		return k.Log

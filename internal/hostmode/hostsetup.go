@@ -119,12 +119,8 @@ func New(o Options) (*Host, error) {
 			}
 		}()
 	}
-	k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, DryRun: o.DryRun, Log: o.Log, GoneTimeout: o.GoneTimeout}
-	if v2 {
-		k.Mode = actuate.V2
-	} else if r, _, ok := wl.Hierarchy().Controller("freezer"); ok {
-		k.FreezerRoot = r
-	}
+	k := actuate.NewKiller(wl.Hierarchy(), memRoot, v2, o.Log)
+	k.DryRun, k.GoneTimeout = o.DryRun, o.GoneTimeout
 	eng, err := policy.NewEngine(o.Policy, policy.Filesystems{})
 	if err != nil {
 		return nil, err

@@ -164,12 +164,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 
 	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log}
 	if !dry && o.LocalDeadline >= 0 {
-		k := &actuate.Killer{Mode: actuate.V1, MemoryRoot: memRoot, Log: o.Log}
-		if v2 {
-			k.Mode = actuate.V2
-		} else if r, _, ok := col.Hierarchy().Controller("freezer"); ok {
-			k.FreezerRoot = r
-		}
+		k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
 	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
