@@ -329,13 +329,17 @@ func EnableV2Controllers(t testing.TB, root, rel string) {
 	}
 }
 
-// AddSeeds adds the files testdata/<name> that exist as seeds of a fuzz
-// target: fixtures captured from real kernels are the best seeds a parser
-// has.
+// AddSeeds adds the files testdata/<name> as seeds of a fuzz target:
+// fixtures captured from real kernels are the best seeds a parser has. A
+// missing fixture fails the target, so a renamed file or a typo cannot drop
+// its seed unnoticed.
 func AddSeeds(f *testing.F, names ...string) {
+	f.Helper()
 	for _, n := range names {
-		if b, err := os.ReadFile(filepath.Join("testdata", n)); err == nil {
-			f.Add(b)
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatalf("fuzz seed: %v", err)
 		}
+		f.Add(b)
 	}
 }

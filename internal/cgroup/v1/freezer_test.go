@@ -37,11 +37,7 @@ func TestParseFreezerState(t *testing.T) {
 }
 
 func FuzzParseFreezerState(f *testing.F) {
-	for _, p := range []string{"testdata/freezer.state.thawed", "testdata/freezer.state.frozen"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
+	cgrouptest.AddSeeds(f, "freezer.state.thawed", "freezer.state.frozen")
 	f.Add([]byte("FREEZING"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseFreezerState(cgroup.NewContent(b))

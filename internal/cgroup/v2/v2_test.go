@@ -249,11 +249,7 @@ func FuzzParseMemoryStat(f *testing.F) {
 }
 
 func FuzzParseMemoryEvents(f *testing.F) {
-	for _, p := range []string{"testdata/memory.events", "testdata/memory.events.local.5x"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
+	cgrouptest.AddSeeds(f, "memory.events", "memory.events.local.5x")
 	f.Add([]byte("high 18446744073709551615\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := parseMemoryEvents(cgroup.NewContent(b))
