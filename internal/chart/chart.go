@@ -94,7 +94,7 @@ const (
 	rowHeight    = 0.32 * vg.Inch
 	stripExtra   = 0.9 * vg.Inch // the strip's axis, title and padding
 	titleHeight  = 0.6 * vg.Inch
-	legendWidth  = 2.9 * vg.Inch
+	minLegend    = 2 * vg.Inch
 	markerRadius = 4.5
 	labelSize    = 8
 )
@@ -145,10 +145,16 @@ func Write(w io.Writer, f Format, tl *timeline.Timeline, o Options) error {
 	sp, slg := stripPlot(tl, rows, o)
 	plots, legends = append(plots, sp), append(legends, slg)
 	canvases = append(canvases, crop(dc, 0, top))
+	// The legends take a column on the right as wide as the longest.
+	legendWidth := minLegend
+	for i := range legends {
+		// A browser may show the SVG in a wider font than gonum measures.
+		legendWidth = max(legendWidth, legends[i].Rectangle(dc).Size().X*1.3+vg.Points(12))
+	}
+	legendWidth = min(legendWidth, width/2)
 	for i, c := range canvases {
-		plotArea := draw.Crop(c, 0, -legendWidth, 0, 0)
-		canvases[i] = plotArea
-		legends[i].Draw(draw.Crop(draw.Crop(c, width-legendWidth+vg.Points(8), 0, 0, 0), 0, 0, 0, -vg.Points(18)))
+		canvases[i] = draw.Crop(c, 0, -legendWidth, 0, 0)
+		legends[i].Draw(draw.Crop(c, width-legendWidth+vg.Points(8), 0, 0, -vg.Points(18)))
 	}
 	alignX(plots, canvases)
 	for i, p := range plots {
@@ -186,7 +192,7 @@ func alignX(plots []*plot.Plot, cs []draw.Canvas) {
 
 func newPlot(tl *timeline.Timeline, o Options) *plot.Plot {
 	p := plot.New()
-	p.BackgroundColor = color.Transparent
+	p.BackgroundColor = nil // the page is white already (and vgsvg cannot write a transparent fill)
 	p.X.Min, p.X.Max = 0, tl.End
 	if tl.End <= 0 {
 		p.X.Min, p.X.Max = -1, 1
@@ -202,9 +208,7 @@ func panelPlot(tl *timeline.Timeline, i int, o Options) (*plot.Plot, plot.Legend
 	p := newPlot(tl, o)
 	p.Title.Text = string(pn.Signal)
 	p.Y.Label.Text = yLabel(pn)
-	lg := plot.NewLegend()
-	lg.Top, lg.Left = true, true
-	lg.TextStyle.Font.Size = vg.Points(9)
+	lg := newLegend()
 
 	var graces []timeline.Interval
 	for _, th := range pn.Thresholds {
@@ -265,6 +269,14 @@ func panelPlot(tl *timeline.Timeline, i int, o Options) (*plot.Plot, plot.Legend
 	p.Y.Tick.Marker = yTicker{unit: pn.Unit, div: byteDivisor(math.Max(math.Abs(ymin), math.Abs(ymax)))}
 	p.Add(plotter.NewGrid())
 	return p, lg
+}
+
+func newLegend() plot.Legend {
+	lg := plot.NewLegend()
+	lg.Top, lg.Left = true, true
+	lg.TextStyle.Font.Size = vg.Points(9)
+	lg.Padding = vg.Points(2.5)
+	return lg
 }
 
 // addLines adds one line per segment (a gap in the data is a gap in the line).
@@ -334,9 +346,7 @@ func stripPlot(tl *timeline.Timeline, rows []string, o Options) (*plot.Plot, plo
 	}
 	p.NominalY(names...)
 	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4
-	lg := plot.NewLegend()
-	lg.Top, lg.Left = true, true
-	lg.TextStyle.Font.Size = vg.Points(9)
+	lg := newLegend()
 	for r, b := range tl.Conditions {
 		clr, ok := conditionColor[b.Condition]
 		if !ok {

@@ -15,6 +15,7 @@ package timeline
 import (
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/evictd/evictd/internal/policy"
@@ -257,9 +258,22 @@ func (b *Builder) threshold(t policy.Threshold) *thresholdState {
 func Label(t policy.Threshold) string {
 	l := string(t.Signal) + "<" + t.Value.String()
 	if !t.Hard() {
-		l += " (soft, " + t.GracePeriod.String() + ")"
+		l += " (soft, " + shortDuration(t.GracePeriod) + ")"
 	}
 	return l
+}
+
+// shortDuration writes d as a config would: "2m", "1m30s", "1h" rather
+// than Go's "2m0s", "1h0m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (b *Builder) x(t time.Time) float64 { return t.Sub(b.origin).Seconds() }
