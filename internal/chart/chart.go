@@ -549,15 +549,27 @@ func fmtDuration(sec float64) string {
 func clockTicks(origin time.Time, min, max float64) []plot.Tick {
 	span := max - min
 	steps := []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800}
-	step := steps[len(steps)-1]
+	step := 0.0
 	for _, s := range steps {
 		if span/s <= 8 {
 			step = s
 			break
 		}
 	}
+	if step == 0 { // more than 8 weeks: whole days, a 1-2-5 multiple
+		days := math.Ceil(span / 8 / 86400)
+		mag := math.Pow(10, math.Floor(math.Log10(days)))
+		for _, m := range []float64{1, 2, 5, 10} {
+			if m*mag >= days {
+				step = m * mag * 86400
+				break
+			}
+		}
+	}
 	layout := "15:04:05"
 	switch {
+	case step >= 365*86400:
+		layout = "2006-01-02"
 	case step >= 86400:
 		layout = "Jan 2"
 	case span >= 86400:

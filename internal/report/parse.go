@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -60,10 +61,28 @@ type Observation struct {
 
 // Met is policy.ThresholdStatus, as far as the report uses it.
 type Met struct {
-	Threshold     policy.Threshold `json:"threshold"`
-	Quantity      *string          `json:"quantity"`
-	Available     *string          `json:"available"`
-	FirstObserved time.Time        `json:"firstObserved"`
+	Threshold     ThresholdText `json:"threshold"`
+	Quantity      *string       `json:"quantity"`
+	Available     *string       `json:"available"`
+	FirstObserved time.Time     `json:"firstObserved"`
+
+	threshold policy.Threshold
+}
+
+// ThresholdText is policy.Threshold with its quantities as text, parsed
+// by parseQuantity (which refuses what would take the general parser
+// long, such as "1e999999999").
+type ThresholdText struct {
+	Signal      policy.Signal            `json:"signal"`
+	Operator    policy.ThresholdOperator `json:"operator"`
+	Value       ValueText                `json:"value"`
+	GracePeriod time.Duration            `json:"gracePeriod"`
+}
+
+// ValueText is policy.ThresholdValue with its quantity as text.
+type ValueText struct {
+	Quantity   *string `json:"quantity"`
+	Percentage float32 `json:"percentage"`
 }
 
 // Action is agent.Action, as far as the report uses it.
@@ -130,6 +149,10 @@ type Reader struct {
 	i       int
 	line    int
 	src     io.Reader
+	// sequential decodes in the caller's goroutine (the fuzz target: the
+	// fuzzer's instrumented workers stall on the decoding goroutines).
+	sequential bool
+	br         *bufio.Reader
 }
 
 // batchLines is how many lines a worker decodes at once.
@@ -237,6 +260,9 @@ func (r *Reader) produce(jobs chan<- *batch, stop <-chan struct{}) {
 // Next decodes the next record into rec; it returns io.EOF at the end, or
 // a *LineError. Blank lines are skipped.
 func (r *Reader) Next(rec *Record) error {
+	if r.sequential {
+		return r.nextSequential(rec)
+	}
 	if !r.started {
 		r.start()
 	}
@@ -272,6 +298,38 @@ func (r *Reader) Next(rec *Record) error {
 		}
 		*rec = e.rec
 		e.rec = Record{}
+		return nil
+	}
+}
+
+func (r *Reader) nextSequential(rec *Record) error {
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(r.src, 1<<20)
+	}
+	for {
+		text, newline, err := readLine(r.br)
+		if err != nil {
+			var le *LineError
+			if errors.As(err, &le) {
+				le.File, le.Line = r.name, r.line+1
+			}
+			return err
+		}
+		r.line++
+		if len(bytes.TrimSpace(text)) == 0 {
+			continue
+		}
+		*rec = Record{}
+		if err := parseRecord(text, rec); err != nil {
+			if le, ok := err.(*LineError); ok {
+				le.File, le.Line = r.name, r.line
+			}
+			if !newline {
+				r.Incomplete = true
+				return io.EOF
+			}
+			return err
+		}
 		return nil
 	}
 }
@@ -338,13 +396,14 @@ func parseRecord(line []byte, rec *Record) error {
 			return &LineError{Field: f + ".capacity", Err: err}
 		}
 	}
-	for i, m := range d.Met {
-		f := "decision.met[" + strconv.Itoa(i) + "].threshold"
-		if m.Threshold.Signal == "" {
-			return &LineError{Field: f + ".signal", Err: errors.New("missing")}
+	for i := range d.Met {
+		if err := d.Met[i].resolve("decision.met[" + strconv.Itoa(i) + "]"); err != nil {
+			return err
 		}
-		if m.Threshold.GracePeriod < 0 {
-			return &LineError{Field: f + ".gracePeriod", Err: fmt.Errorf("negative (%d ns)", m.Threshold.GracePeriod)}
+	}
+	if d.Deciding != nil {
+		if err := d.Deciding.resolve("decision.deciding"); err != nil {
+			return err
 		}
 	}
 	for i, e := range d.Evictions {
@@ -355,20 +414,65 @@ func parseRecord(line []byte, rec *Record) error {
 	return nil
 }
 
+// resolve checks the threshold and builds its policy.Threshold; f is the
+// field's path for errors.
+func (m *Met) resolve(f string) error {
+	t := &m.Threshold
+	f += ".threshold"
+	if t.Signal == "" {
+		return &LineError{Field: f + ".signal", Err: errors.New("missing")}
+	}
+	if t.GracePeriod < 0 {
+		return &LineError{Field: f + ".gracePeriod", Err: fmt.Errorf("negative (%d ns)", t.GracePeriod)}
+	}
+	m.threshold = policy.Threshold{Signal: t.Signal, Operator: t.Operator, GracePeriod: t.GracePeriod,
+		Value: policy.ThresholdValue{Percentage: t.Value.Percentage}}
+	if t.Value.Quantity != nil {
+		q, err := parseQuantityText(*t.Value.Quantity)
+		if err != nil {
+			return &LineError{Field: f + ".value.quantity", Err: err}
+		}
+		m.threshold.Value.Quantity = &q
+	}
+	return nil
+}
+
+// maxQuantityText bounds a quantity's text: the log's are short, and the
+// general parser's cost grows with a long or high-exponent number.
+const maxQuantityText = 40
+
 // parseQuantity reads a quantity as resource.Quantity writes it. Plain
 // integers, the log's most common form, skip the general parser.
 func parseQuantity(s string) (int64, error) {
-	if s == "" {
-		return 0, errors.New("missing quantity")
-	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := parseQuantityText(s)
 	if err != nil {
-		return 0, fmt.Errorf("quantity %q: %w", s, err)
+		return 0, err
 	}
 	return q.Value(), nil
+}
+
+func parseQuantityText(s string) (resource.Quantity, error) {
+	if s == "" {
+		return resource.Quantity{}, errors.New("missing quantity")
+	}
+	if len(s) > maxQuantityText {
+		return resource.Quantity{}, fmt.Errorf("quantity %.20q...: longer than %d characters", s, maxQuantityText)
+	}
+	// An exponent past int64's range ("1e999999999") parses, slowly, into
+	// a number no signal has.
+	if i := strings.LastIndexAny(s, "eE"); i >= 0 && i+1 < len(s) && s[i+1] != 'i' {
+		if e, err := strconv.Atoi(s[i+1:]); err == nil && (e > 18 || e < -18) {
+			return resource.Quantity{}, fmt.Errorf("quantity %q: exponent out of range", s)
+		}
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("quantity %q: %w", s, err)
+	}
+	return q, nil
 }
 
 // Candidates decodes the record's ranking.
@@ -392,7 +496,7 @@ func (rec *Record) sample() timeline.Sample {
 		s.Observations[i] = timeline.Observation{Signal: o.Signal, Available: o.available, Capacity: o.capacity}
 	}
 	for _, m := range d.Met {
-		s.Met = append(s.Met, timeline.Met{Threshold: m.Threshold, FirstObserved: m.FirstObserved})
+		s.Met = append(s.Met, timeline.Met{Threshold: m.threshold, FirstObserved: m.FirstObserved})
 	}
 	for _, e := range d.Evictions {
 		s.Evictions = append(s.Evictions, timeline.Eviction{Pod: e.Pod.Namespace + "/" + e.Pod.Name, Reason: e.Signal})

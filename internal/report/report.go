@@ -219,7 +219,7 @@ func makeRow(rec *Record, i, n, line, maxRanking int) Row {
 		Latency: time.Duration(rec.TriggerToDecision),
 	}
 	if d.Deciding != nil && !e.Limit {
-		r.Threshold = timeline.Label(d.Deciding.Threshold)
+		r.Threshold = timeline.Label(d.Deciding.threshold)
 		if d.Deciding.Available != nil {
 			r.Available = *d.Deciding.Available
 		}
