@@ -328,3 +328,29 @@ func TestPlotPNGAndErrors(t *testing.T) {
 		t.Errorf("files left in the directory: %v", names)
 	}
 }
+
+// TestDocsPlotsUpToDate: the charts in docs/img are what `simulate --plot`
+// draws now (regenerate with make docs-plots).
+func TestDocsPlotsUpToDate(t *testing.T) {
+	for _, name := range []string{"memory-pressure-soft-then-hard", "disk-pressure-nodefs-split"} {
+		committed, err := os.ReadFile(filepath.Join("../../docs/img", name+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), name+".svg")
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/" + name + ".yaml", "--plot", out}, &stdout, &stderr); code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		now, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(now, committed) {
+			t.Errorf("docs/img/%s.svg is stale: run make docs-plots", name)
+		}
+		if doc := parseSVG(t, committed); doc.markers != 2 {
+			t.Errorf("docs/img/%s.svg has %d eviction markers, want 2", name, doc.markers)
+		}
+	}
+}

@@ -72,12 +72,17 @@ var (
 	MarkerColor    = color.RGBA{R: 0xb0, G: 0x00, B: 0x20, A: 0xff}
 	availableColor = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	graceColor     = color.NRGBA{R: 0xff, G: 0xa0, B: 0x30, A: 0x48}
-	thresholdColor = []color.RGBA{
+	// Hard thresholds in reds and purples, soft ones in oranges, so a
+	// threshold keeps its color's meaning from panel to panel.
+	hardColor = []color.RGBA{
 		{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-		{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 		{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	}
+	softColor = []color.RGBA{
+		{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 		{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+		{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
 	}
 	conditionColor = map[string]color.NRGBA{
 		"MemoryPressure": {R: 0x1f, G: 0x77, B: 0xb4, A: 0xb0},
@@ -225,10 +230,15 @@ func panelPlot(tl *timeline.Timeline, i int, o Options) (*plot.Plot, plot.Legend
 			}
 		}
 	}
-	for k, th := range pn.Thresholds {
-		sty := draw.LineStyle{Color: thresholdColor[k%len(thresholdColor)], Width: vg.Points(1.6)}
+	nHard, nSoft := 0, 0
+	for _, th := range pn.Thresholds {
+		sty := draw.LineStyle{Color: hardColor[nHard%len(hardColor)], Width: vg.Points(1.6)}
 		if th.Soft {
+			sty.Color = softColor[nSoft%len(softColor)]
 			sty.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+			nSoft++
+		} else {
+			nHard++
 		}
 		addLines(p, th.Quantity, sty)
 		seen(th.Quantity)
@@ -410,8 +420,9 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 	lineH := tsty.FontExtents().Height
 	ms := append([]timeline.Marker(nil), m.ms...)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].X < ms[j].X })
-	stack := 0
-	prevX := vg.Length(math.Inf(-1))
+	// Labels go on the lowest level where they do not overlap one drawn
+	// before them (ends[k] is where level k's last label ends).
+	var ends []vg.Length
 	for _, mk := range ms {
 		pt := vg.Point{X: tx(mk.X), Y: ty(m.y(mk))}
 		if !c.Contains(pt) {
@@ -421,22 +432,46 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 		if !m.labels {
 			continue
 		}
-		if pt.X-prevX < vg.Points(60) {
-			stack = (stack + 1) % 6
-		} else {
-			stack = 0
-		}
-		prevX = pt.X
+		text := label(mk)
 		ls := tsty
 		ls.XAlign = draw.XLeft
-		at := vg.Point{X: pt.X + vg.Points(markerRadius+2), Y: pt.Y + vg.Points(markerRadius) + lineH*vg.Length(stack)}
-		if pt.X > c.Min.X+(c.Max.X-c.Min.X)*0.6 {
+		w := ls.Rectangle(text).Max.X
+		from := pt.X + vg.Points(markerRadius+2)
+		if from+w > c.Max.X {
 			ls.XAlign = draw.XRight
-			at.X = pt.X - vg.Points(markerRadius+2)
+			from = pt.X - vg.Points(markerRadius+2) - w
 		}
-		c.FillText(ls, at, label(mk))
+		level := -1
+		for k, end := range ends {
+			if end+vg.Points(4) <= from {
+				level = k
+				break
+			}
+		}
+		if level < 0 {
+			if len(ends) < maxLabelLevels {
+				ends = append(ends, 0)
+				level = len(ends) - 1
+			} else {
+				level = 0
+				for k := range ends {
+					if ends[k] < ends[level] {
+						level = k
+					}
+				}
+			}
+		}
+		ends[level] = from + w
+		at := vg.Point{X: from, Y: pt.Y + vg.Points(markerRadius) + lineH*vg.Length(level)}
+		if ls.XAlign == draw.XRight {
+			at.X = from + w
+		}
+		c.FillText(ls, at, text)
 	}
 }
+
+// maxLabelLevels is how many lines of labels stack above the markers.
+const maxLabelLevels = 8
 
 // label is the marker's text: the pod and why it was evicted.
 func label(m timeline.Marker) string {
