@@ -338,6 +338,9 @@ func stripRows(tl *timeline.Timeline) []string {
 			break
 		}
 	}
+	if len(rows) == 0 { // an axis needs a row
+		rows = append(rows, "no conditions")
+	}
 	return rows
 }
 
@@ -481,9 +484,6 @@ func label(m timeline.Marker) string {
 	}
 	return pod + " (" + safetext.Escape(m.Reason) + ")"
 }
-
-// Label is the text the marker of m carries (for readers of the chart).
-func Label(m timeline.Marker) string { return label(m) }
 
 func markerStyle() draw.GlyphStyle {
 	return draw.GlyphStyle{Color: MarkerColor, Radius: vg.Points(markerRadius), Shape: draw.PyramidGlyph{}}
