@@ -584,15 +584,20 @@ func fmtDuration(sec float64) string {
 func clockTicks(origin time.Time, min, max float64) []plot.Tick {
 	span := max - min
 	steps := []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800}
+	// Labels with a date are twice as wide: half as many of them.
+	most := 8.0
+	if span >= 86400 {
+		most = 4
+	}
 	step := 0.0
 	for _, s := range steps {
-		if span/s <= 8 {
+		if span/s <= most {
 			step = s
 			break
 		}
 	}
-	if step == 0 { // more than 8 weeks: whole days, a 1-2-5 multiple
-		days := math.Ceil(span / 8 / 86400)
+	if step == 0 { // more than a few weeks: whole days, a 1-2-5 multiple
+		days := math.Ceil(span / most / 86400)
 		mag := math.Pow(10, math.Floor(math.Log10(days)))
 		for _, m := range []float64{1, 2, 5, 10} {
 			if m*mag >= days {

@@ -344,7 +344,9 @@ table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; text-align: left; }
 th { background: #f2f2f2; }
 td.msg { white-space: pre-wrap; color: #444; border-bottom: 2px solid #999; }
-table.rank td, table.rank th { border: none; padding: 0 0.4em; font-size: 0.95em; }
+table#evictions { width: 100%; }
+table#evictions td { overflow-wrap: anywhere; }
+table.rank td, table.rank th { border: none; padding: 0 0.3em; font-size: 0.9em; overflow-wrap: normal; }
 .note { background: #fff7e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; margin: 0.6em 0; }
 #chart svg { max-width: 100%; height: auto; }
 </style>
