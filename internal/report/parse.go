@@ -23,7 +23,8 @@ import (
 // show (events, notes, ...) are skipped; the ranking is kept raw and
 // decoded only for records that evicted.
 type Record struct {
-	Time              time.Time `json:"time"`
+	Time              time.Time `json:"-"` // from TimeText
+	TimeText          string    `json:"time"`
 	Trigger           Trigger   `json:"trigger"`
 	Decision          Decision  `json:"decision"`
 	Actions           []Action  `json:"actions"`
@@ -35,19 +36,20 @@ type Record struct {
 type Trigger struct {
 	Reason string    `json:"reason"`
 	Source string    `json:"source"`
-	At     time.Time `json:"at"`
+	At     time.Time `json:"-"` // from AtText
+	AtText string    `json:"at"`
 }
 
 // Decision is the shown part of policy.Decision. Quantities are kept as
 // text and parsed by Reader.Next, which names the field when one is bad.
 type Decision struct {
-	Error          string            `json:"error"`
-	Observations   []Observation     `json:"observations"`
-	Met            []Met             `json:"met"`
-	NodeConditions []string          `json:"nodeConditions"`
-	Deciding       *Met              `json:"deciding"`
-	Candidates     json.RawMessage   `json:"candidates"`
-	Evictions      []policy.Eviction `json:"evictions"`
+	Error          string          `json:"error"`
+	Observations   []Observation   `json:"observations"`
+	Met            []Met           `json:"met"`
+	NodeConditions []string        `json:"nodeConditions"`
+	Deciding       *Met            `json:"deciding"`
+	Candidates     json.RawMessage `json:"candidates"`
+	Evictions      []Eviction      `json:"evictions"`
 }
 
 // Observation is policy.Observation with its quantities as text.
@@ -61,10 +63,11 @@ type Observation struct {
 
 // Met is policy.ThresholdStatus, as far as the report uses it.
 type Met struct {
-	Threshold     ThresholdText `json:"threshold"`
-	Quantity      *string       `json:"quantity"`
-	Available     *string       `json:"available"`
-	FirstObserved time.Time     `json:"firstObserved"`
+	Threshold         ThresholdText `json:"threshold"`
+	Quantity          *string       `json:"quantity"`
+	Available         *string       `json:"available"`
+	FirstObserved     time.Time     `json:"-"` // from FirstObservedText
+	FirstObservedText string        `json:"firstObserved"`
 
 	threshold policy.Threshold
 }
@@ -83,6 +86,17 @@ type ThresholdText struct {
 type ValueText struct {
 	Quantity   *string `json:"quantity"`
 	Percentage float32 `json:"percentage"`
+}
+
+// Eviction is policy.Eviction without what the report does not show (the
+// pod condition and event annotations).
+type Eviction struct {
+	Pod                policy.PodRef `json:"pod"`
+	GracePeriodSeconds int64         `json:"gracePeriodSeconds"`
+	Message            string        `json:"message"`
+	Signal             string        `json:"signal"`
+	Limit              bool          `json:"limit"`
+	Immediate          bool          `json:"immediate"`
 }
 
 // Action is agent.Action, as far as the report uses it.
@@ -374,12 +388,19 @@ func parseRecord(line []byte, rec *Record) error {
 		case errors.As(err, &se):
 			return &LineError{Err: fmt.Errorf("not a JSON record (at byte %d: %v)", se.Offset, err)}
 		}
-		// Errors of a type's own decoder (a threshold quantity, a time)
-		// carry no path in encoding/json; say which part it is in.
-		return &LineError{Field: "decision", Err: err}
+		return &LineError{Err: err} // no value here has a decoder of its own
 	}
-	if rec.Time.IsZero() {
+	if rec.TimeText == "" {
 		return &LineError{Field: "time", Err: errors.New("missing (every record has the time of its synchronize)")}
+	}
+	var err error
+	if rec.Time, err = parseTime(rec.TimeText); err != nil {
+		return &LineError{Field: "time", Err: err}
+	}
+	if rec.Trigger.AtText != "" {
+		if rec.Trigger.At, err = parseTime(rec.Trigger.AtText); err != nil {
+			return &LineError{Field: "trigger.at", Err: err}
+		}
 	}
 	d := &rec.Decision
 	for i := range d.Observations {
@@ -425,6 +446,12 @@ func (m *Met) resolve(f string) error {
 	if t.GracePeriod < 0 {
 		return &LineError{Field: f + ".gracePeriod", Err: fmt.Errorf("negative (%d ns)", t.GracePeriod)}
 	}
+	if m.FirstObservedText != "" {
+		var err error
+		if m.FirstObserved, err = parseTime(m.FirstObservedText); err != nil {
+			return &LineError{Field: strings.TrimSuffix(f, ".threshold") + ".firstObserved", Err: err}
+		}
+	}
 	m.threshold = policy.Threshold{Signal: t.Signal, Operator: t.Operator, GracePeriod: t.GracePeriod,
 		Value: policy.ThresholdValue{Percentage: t.Value.Percentage}}
 	if t.Value.Quantity != nil {
@@ -435,6 +462,15 @@ func (m *Met) resolve(f string) error {
 		m.threshold.Value.Quantity = &q
 	}
 	return nil
+}
+
+// parseTime reads a time as encoding/json writes a time.Time (RFC 3339).
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time %q: want RFC 3339, e.g. 2026-01-01T00:00:00Z", s)
+	}
+	return t, nil
 }
 
 // maxQuantityText bounds a quantity's text: the log's are short, and the
