@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -179,8 +180,15 @@ func TestPlotEveryScenario(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var unobserved []string
 			for _, th := range eng.Thresholds() {
-				if th.Operator == "" || !observed[th.Signal] {
+				if th.Operator == "" {
+					continue
+				}
+				if !observed[th.Signal] {
+					if !slices.Contains(unobserved, string(th.Signal)) {
+						unobserved = append(unobserved, string(th.Signal))
+					}
 					continue
 				}
 				if !doc.has(string(th.Signal)) {
@@ -188,6 +196,17 @@ func TestPlotEveryScenario(t *testing.T) {
 				}
 				if l := timeline.Label(th); !doc.has(l) {
 					t.Errorf("no legend entry %q", l)
+				}
+			}
+
+			if len(unobserved) > 0 {
+				if !hasPrefix(doc.texts, chart.UnobservedNote) {
+					t.Errorf("no note for the thresholds without observations %v", unobserved)
+				}
+				for _, u := range unobserved {
+					if doc.has(u) {
+						t.Errorf("a panel for %s, which no step observes", u)
+					}
 				}
 			}
 
@@ -201,7 +220,7 @@ func TestPlotEveryScenario(t *testing.T) {
 			if doc.markers != len(labels) {
 				t.Errorf("%d eviction markers, want %d (one per eviction)", doc.markers, len(labels))
 			}
-			if counts := kubeletEvictionCounts(t, path); !containsInt(counts, doc.markers) {
+			if counts := kubeletEvictionCounts(t, path); !slices.Contains(counts, doc.markers) {
 				t.Errorf("%d eviction markers; the kubelet evicts %v pods in this scenario", doc.markers, counts)
 			}
 			for _, l := range labels {
@@ -214,15 +233,6 @@ func TestPlotEveryScenario(t *testing.T) {
 			}
 		})
 	}
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func hasPrefix(texts []string, p string) bool {

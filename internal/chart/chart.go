@@ -107,6 +107,10 @@ const (
 // StripTitle is the title of the node-conditions strip.
 const StripTitle = "node conditions and evictions"
 
+// UnobservedNote starts the line under the title that lists the signals
+// with a threshold but no observation (and so no panel).
+const UnobservedNote = "thresholds without observations (no panel): "
+
 // Write draws tl in format f to w.
 func Write(w io.Writer, f Format, tl *timeline.Timeline, o Options) error {
 	if o.MaxLabels <= 0 {
@@ -136,6 +140,16 @@ func Write(w io.Writer, f Format, tl *timeline.Timeline, o Options) error {
 	tsty := plot.New().Title.TextStyle
 	tsty.XAlign = draw.XCenter
 	dc.FillText(tsty, vg.Point{X: width / 2, Y: height - titleHeight/2}, safetext.Escape(o.Title))
+	if len(tl.Unobserved) > 0 {
+		// A configured threshold without a panel needs a word why.
+		names := make([]string, len(tl.Unobserved))
+		for i, s := range tl.Unobserved {
+			names[i] = string(s)
+		}
+		nsty := tsty
+		nsty.Font.Size = vg.Points(8)
+		dc.FillText(nsty, vg.Point{X: width / 2, Y: height - titleHeight*0.8}, UnobservedNote+strings.Join(names, ", "))
+	}
 
 	var plots []*plot.Plot
 	var legends []plot.Legend
@@ -199,8 +213,8 @@ func newPlot(tl *timeline.Timeline, o Options) *plot.Plot {
 	p := plot.New()
 	p.BackgroundColor = nil // the page is white already (and vgsvg cannot write a transparent fill)
 	p.X.Min, p.X.Max = 0, tl.End
-	if tl.End <= 0 {
-		p.X.Min, p.X.Max = -1, 1
+	if tl.End <= 0 { // one instant: it at the left, room for labels on its right
+		p.X.Min, p.X.Max = -0.1, 1
 	}
 	p.X.Tick.Marker = xTicker(tl, o.X)
 	p.Title.TextStyle.Font.Size = vg.Points(11)
@@ -302,10 +316,9 @@ func addLines(p *plot.Plot, segs [][]timeline.Point, sty draw.LineStyle) {
 		if len(xys) == 0 {
 			continue
 		}
-		if len(xys) == 1 { // one sample: a short tick so it shows
-			sc := &plotter.Scatter{XYs: xys, GlyphStyle: draw.GlyphStyle{Color: sty.Color, Radius: vg.Points(1.5), Shape: draw.CircleGlyph{}}}
-			p.Add(sc)
-			continue
+		if len(xys) == 1 { // one sample: a short dash of the line's style so it shows
+			d := (p.X.Max - p.X.Min) * 0.03
+			xys = plotter.XYs{{X: xys[0].X - d, Y: xys[0].Y}, {X: xys[0].X + d, Y: xys[0].Y}}
 		}
 		l := &plotter.Line{XYs: xys, LineStyle: sty}
 		p.Add(l)
@@ -440,9 +453,9 @@ func (m *marks) Plot(c draw.Canvas, p *plot.Plot) {
 		ls.XAlign = draw.XLeft
 		w := ls.Rectangle(text).Max.X
 		from := pt.X + vg.Points(markerRadius+2)
-		if from+w > c.Max.X {
+		if left := pt.X - vg.Points(markerRadius+2) - w; from+w > c.Max.X && left >= c.Min.X {
 			ls.XAlign = draw.XRight
-			from = pt.X - vg.Points(markerRadius+2) - w
+			from = left
 		}
 		level := -1
 		for k, end := range ends {
