@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go
+.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
 
 build:
 	$(GO) build -o bin/evictd ./cmd/evictd
@@ -45,3 +45,9 @@ bench:
 
 demo: build
 	./bin/evictd demo
+
+# The charts docs/plot.md shows, drawn by `evictd simulate --plot`
+# (cmd/evictd TestDocsPlotsUpToDate fails when they are stale).
+DOCS_PLOTS = memory-pressure-soft-then-hard disk-pressure-nodefs-split
+docs-plots: build
+	for s in $(DOCS_PLOTS); do ./bin/evictd simulate --scenario testdata/scenarios/$$s.yaml --plot docs/img/$$s.svg >/dev/null || exit 1; done

@@ -9,20 +9,22 @@
 #                                (root, cgroup v1 memory controller; ≈ 1–2 min)
 #   agent    bench/agent.sh     detection latency, OOM avoidance, idle cost with
 #                                500 cgroups; v2 rows in the qemu VM (root; ≈ 20 min)
+#   report   bench/report.sh    evictd report on a week-sized decision log (604,800
+#                                records): time and peak heap (no root; ≈ 1 min)
 #
-# Usage: bench/run.sh [policy] [collect] [agent]   (default: all three)
+# Usage: bench/run.sh [policy] [collect] [agent] [report]   (default: all four)
 # The load average is printed before each: timings on a shared, loaded
 # machine are inflated, so note it beside any number you quote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(policy collect agent)
+[ ${#which[@]} -gt 0 ] || which=(policy collect agent report)
 for b in "${which[@]}"; do
 	case $b in
-	policy | collect | agent) ;;
-	*) echo "bench/run.sh: unknown benchmark $b (policy, collect or agent)" >&2; exit 2 ;;
+	policy | collect | agent | report) ;;
+	*) echo "bench/run.sh: unknown benchmark $b (policy, collect, agent or report)" >&2; exit 2 ;;
 	esac
-	if [ "$b" != policy ] && [ "$(id -u)" != 0 ]; then
+	if [ "$b" != policy ] && [ "$b" != report ] && [ "$(id -u)" != 0 ]; then
 		echo "== $b: skipped (needs root to create cgroups)"
 		continue
 	fi

@@ -59,26 +59,7 @@ now_ms() { date +%s%3N; }
 # ---- deps: Debian packages, busybox, binaries, images -----------------------
 
 deps() {
-	local missing=()
-	for p in "${packages[@]}"; do
-		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing ${missing[*]}"
-		# No package may start a service of its own (Debian's containerd
-		# and etcd would bind the default socket and ports): policy-rc.d
-		# 101 forbids it where init scripts exist; without systemd the
-		# units never start anyway.
-		local policy=
-		if [ ! -e /usr/sbin/policy-rc.d ]; then
-			printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-			chmod 0755 /usr/sbin/policy-rc.d
-			policy=1
-		fi
-		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-		[ -z "$policy" ] || rm -f /usr/sbin/policy-rc.d
-	fi
+	scripts/apt-install.sh "${packages[@]}"
 	if [ ! -x "$cache/busybox/bin/busybox" ]; then
 		log "fetching busybox-static (unpacked into .cache/node/busybox, not installed)"
 		local tmp

@@ -17,6 +17,7 @@ unit() {
 	go vet ./...
 	step "go test -race (unit, fixtures, real cgroup v1 on this machine)"
 	require_real_cgroups
+	browser
 	go test -race -p 2 ./...
 	fuzz
 }
@@ -33,6 +34,19 @@ require_real_cgroups() {
 	if [ "${EVICTD_REQUIRE_REAL_CGROUP:-}" = 1 ] && [ "$(id -u)" != 0 ]; then
 		echo "the real-cgroup tests must run here (CI or EVICTD_REQUIRE_REAL_CGROUP=1) and need root; run as root" >&2
 		exit 1
+	fi
+}
+
+# The report's test opens the page in a real headless browser, Debian's
+# chromium (run in a network namespace with only loopback; see
+# cmd/evictd/report_browser_test.go). Installed once, as root, through the
+# tiers' one apt installer; where it cannot be (not root) the test skips,
+# or fails where the real tests are required.
+browser() {
+	if [ "$(id -u)" = 0 ]; then
+		scripts/apt-install.sh chromium
+	elif ! command -v chromium >/dev/null 2>&1; then
+		echo "chromium is missing and installing it needs root: the headless-browser test will skip (or fail in CI)"
 	fi
 }
 

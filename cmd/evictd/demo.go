@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode/demo"
 	"github.com/evictd/evictd/internal/workload/hog"
 )
@@ -40,14 +41,20 @@ It needs root (it creates cgroups) and works on cgroup v1 and v2. It takes
 about 20 seconds (60 at most) and removes every cgroup and process it made,
 also on Ctrl-C or when a workload dies by itself.
 
+--decision-log FILE keeps the agent's decision records, as 'evictd run
+--decision-log' writes them (appended); 'evictd report FILE' turns them into
+one HTML page. Without root there is no agent and so no log.
+
 Example (as root):
   evictd demo
   evictd demo -o json | jq .evictions
+  evictd demo --decision-log demo.jsonl && evictd report demo.jsonl -o demo.html
 `
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[-o text|json]", demoHelp, stdout, stderr)
+	fs := newFlagSet("demo", "[-o text|json] [--decision-log FILE]", demoHelp, stdout, stderr)
 	out := fs.String("o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
+	logPath := fs.String("decision-log", "", "append the agent's decision records (JSON lines) to this file, for evictd report")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -64,6 +71,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		narration = stderr
 	}
 	if os.Geteuid() != 0 {
+		if *logPath != "" {
+			fmt.Fprintln(stderr, "evictd demo: --decision-log: without root the story is simulated and no agent runs, so there is no decision log")
+			return exitError
+		}
 		fmt.Fprintln(stderr, "evictd demo: needs root to create cgroups (run it as root for the real thing); telling the same story through the policy engine instead (as evictd simulate does):")
 		sum, err := demo.Simulate(narration)
 		if err != nil {
@@ -77,9 +88,19 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd demo: cannot find its own binary to run the workloads: %v\n", err)
 		return exitError
 	}
+	opts := demo.Options{Out: narration, Exe: exe}
+	if *logPath != "" {
+		dl, err := agent.OpenDecisionLog(*logPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "evictd demo: --decision-log: %v\n", err)
+			return exitError
+		}
+		defer dl.Close()
+		opts.DecisionLog = dl
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sum, err := demo.Run(ctx, demo.Options{Out: narration, Exe: exe})
+	sum, err := demo.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd demo: %v\n", err)
 		if sum == nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/evictd/evictd/internal/chart"
 	"github.com/evictd/evictd/internal/safetext"
 	"github.com/evictd/evictd/internal/scenario"
 )
@@ -44,16 +45,27 @@ with grace period and message. -o json prints
 {"steps":[{"at","nodeConditions","evicted":[{"namespace","name",
 "gracePeriodSeconds","message"}],"nodeReclaim"}]}; -v adds every decision.
 
+--plot FILE also draws the timeline, SVG or PNG by the file's extension: one
+panel per signal that has a threshold (the observed available amount against
+each threshold's quantity in the kubelet's units — Mi, Gi, inodes, PIDs, or %
+when every threshold of the signal is a percentage; soft thresholds dashed,
+their grace periods shaded; legends name thresholds as the config does, e.g.
+memory.available<100Mi, nodefs.available<10% (soft, 1m30s)), the node
+conditions as bands, and each eviction as a marker labelled with the pod and
+its reason. The x axis is the scenario's own steps (docs/plot.md).
+
 Example:
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml
+  evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml --plot out.svg
 `
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v]", simulateHelp, stdout, stderr)
+	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v] [--plot FILE.svg|FILE.png]", simulateHelp, stdout, stderr)
 	registerInputFlags(fs)
 	path := fs.String("scenario", "", "scenario file (YAML or JSON), required")
 	out := fs.String("o", "table", "output format: table or json")
 	verbose := fs.Bool("v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
+	plotPath := fs.String("plot", "", "also draw the timeline to this file (.svg or .png)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -69,15 +81,33 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd simulate: -o %q: want table or json\n", *out)
 		return exitError
 	}
+	if *plotPath != "" {
+		if _, err := chart.FormatOf(*plotPath); err != nil {
+			fmt.Fprintln(stderr, "evictd simulate: --plot", err)
+			return exitError
+		}
+	}
 	s, err := scenario.LoadFile(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, "evictd simulate:", err)
 		return exitError
 	}
-	res, err := scenario.Run(s, scenario.RunOptions{Verbose: *verbose && *out == "json"})
+	showDecisions := *verbose && *out == "json"
+	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != ""})
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd simulate: %s: %v\n", *path, err)
 		return exitError
+	}
+	if *plotPath != "" {
+		if err := writePlot(*plotPath, s, res); err != nil {
+			fmt.Fprintf(stderr, "evictd simulate: --plot %s: %v\n", *plotPath, err)
+			return exitError
+		}
+		if !showDecisions {
+			for i := range res.Steps {
+				res.Steps[i].Decision = nil
+			}
+		}
 	}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)

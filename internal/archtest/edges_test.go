@@ -46,6 +46,7 @@ var openCalls = map[string][]string{
 var openAllowed = map[string]string{
 	"internal/load.ReadFile":                         "the kubelet config, Summary, pods, scenario and workloads files the user names",
 	"internal/agent.DecisionLog.open":                "evictd's own decision log (append)",
+	"cmd/evictd.runReport":                           "the decision log the user names, streamed (too large for internal/load.ReadFile)",
 	"internal/agent.LoadState":                       "evictd's own state file",
 	"internal/agent.SaveState":                       "evictd's state directory, opened to fsync the rename",
 	"internal/hostmode.lockWorkloadRoot":             "opens the workload root and its ancestors to flock(2) them; reads nothing",

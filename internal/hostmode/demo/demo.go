@@ -102,6 +102,9 @@ type Summary struct {
 type Options struct {
 	Out io.Writer // narration
 	Exe string    // the binary to re-execute as hogs (os.Executable())
+	// DecisionLog, when set, gets the agent's decision records, as
+	// `evictd run --decision-log` writes them (for `evictd report`).
+	DecisionLog *agent.DecisionLog
 }
 
 type narrator struct {
@@ -199,7 +202,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	h, err := hostmode.New(hostmode.Options{
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: File(), Log: log,
 		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
-		GoneTimeout: 5 * time.Second,
+		GoneTimeout: 5 * time.Second, DecisionLog: o.DecisionLog,
 		BeforeEvict: func(trig agent.Trigger, d policy.Decision, act agent.Action) {
 			narrateDecision(n, trig, d, act)
 		},
