@@ -287,14 +287,7 @@ func (o Options) withDefaults() Options {
 func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 	o = o.withDefaults()
 	r := &Report{Plan: p, Trials: []Trial{}, Won: true}
-	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{
-		// Only the scaled memory threshold: the node's disk and pid
-		// thresholds are not the test's, and with an evictionHard map the
-		// kubelet does not add its defaults. enforceNodeAllocatable's
-		// default [pods] copies it to allocatableMemory.available, which
-		// the agent observes on the sandbox.
-		EvictionHard: map[string]string{string(policy.SignalMemoryAvailable): strconv.FormatInt(p.SandboxThresholdBytes, 10)},
-	})
+	cfg, err := sandboxConfig(p)
 	if err != nil {
 		return r, err
 	}
@@ -320,6 +313,18 @@ func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// sandboxConfig is the agent's configuration in the sandbox: the node's
+// hard memory.available threshold scaled, and nothing else — the node's
+// disk and pid thresholds are not the test's, and with an evictionHard map
+// the kubelet does not add its defaults. enforceNodeAllocatable's default
+// [pods] copies it to allocatableMemory.available, which the agent observes
+// on the sandbox (its workload root).
+func sandboxConfig(p Plan) (policy.Config, error) {
+	return policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{
+		EvictionHard: map[string]string{string(policy.SignalMemoryAvailable): strconv.FormatInt(p.SandboxThresholdBytes, 10)},
+	})
 }
 
 // Line is the trial in one line of text.
