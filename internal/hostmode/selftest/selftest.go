@@ -474,20 +474,37 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	}
 }
 
-// watch reads the sandbox's memory usage every few moments and sends the
-// time it first reaches at.
+// watch reads the sandbox's memory every few moments and sends the time its
+// working set (usage − inactive file pages, what the agent's
+// allocatableMemory.available is made of) first reaches at. File pages the
+// hog faults in (its own binary) are charged to the sandbox too: the usage
+// alone would time the crossing early.
 func watch(ctx context.Context, sb *sandbox.Sandbox, at uint64, every time.Duration, crossed chan<- time.Time) {
 	d, err := cgroup.OpenDir(sb.Parent.Memory)
 	if err != nil {
 		return
 	}
 	defer d.Close()
-	read := cgroupv1.ReadMemoryUsageInBytesAt
+	workingSet := func() (uint64, error) {
+		u, err := cgroupv1.ReadMemoryUsageInBytesAt(d)
+		if err != nil || u < at {
+			return u, err // below at already: memory.stat cannot raise it
+		}
+		st, err := cgroupv1.ReadMemoryStatAt(d)
+		return cgroupv1.WorkingSet(u, &st), err
+	}
 	if sb.Mode == sandbox.V2 {
-		read = cgroupv2.ReadMemoryCurrentAt
+		workingSet = func() (uint64, error) {
+			u, err := cgroupv2.ReadMemoryCurrentAt(d)
+			if err != nil || u < at {
+				return u, err
+			}
+			st, err := cgroupv2.ReadMemoryStatAt(d)
+			return cgroupv2.WorkingSet(u, &st), err
+		}
 	}
 	for ctx.Err() == nil {
-		if v, err := read(d); err == nil && v >= at {
+		if v, err := workingSet(); err == nil && v >= at {
 			crossed <- time.Now()
 			return
 		}
