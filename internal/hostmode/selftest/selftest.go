@@ -15,6 +15,7 @@
 package selftest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,6 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -369,7 +368,7 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	ctx, cancel := context.WithTimeout(ctx, trialTimeout)
 	defer cancel()
 	recs := make(chan agent.Record, 16)
-	var logs lockedBuffer // the agent's log, for a failed trial's error
+	var logs bytes.Buffer // the agent's log, for a failed trial's error: read once it has stopped
 	h, err := hostmode.New(hostmode.Options{
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel,
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
@@ -390,7 +389,9 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	}
 	agentDone := make(chan struct{})
 	go func() { h.Run(ctx); close(agentDone) }()
-	defer func() { cancel(); <-agentDone }()
+	stopAgent := func() { cancel(); <-agentDone }
+	defer stopAgent()
+	agentLog := func() string { stopAgent(); return logs.String() }
 
 	// The hog allocates at once up to leadTime of ramp below the
 	// crossing, then ramps at the scaled rate through it and past the
@@ -405,7 +406,7 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 		script = fmt.Sprintf("sleep %s; alloc %d; ramp %d %d; hold", settle, start, peak-start, sRate)
 	}
 	cmd := hog.Command(o.Exe, script, c.Dirs()...)
-	var hogErr lockedBuffer
+	var hogErr bytes.Buffer // read once the hog has exited (Wait has copied it all)
 	cmd.Stderr = &hogErr
 	if err := cmd.Start(); err != nil {
 		return fail("start the workload: %v", err)
@@ -467,9 +468,9 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 				continue
 			case <-time.After(recordWait):
 			}
-			return fail("the workload exited by itself (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
+			return fail("the workload exited by itself (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), agentLog())
 		case <-ctx.Done():
-			return fail("no eviction within %s; agent log: %s", trialTimeout, logs.String())
+			return fail("no eviction within %s; agent log: %s", trialTimeout, agentLog())
 		}
 	}
 }
@@ -528,22 +529,4 @@ func BytesText(b int64) string {
 		return fmt.Sprintf("%.1fMi", float64(b)/(1<<20))
 	}
 	return resource.NewQuantity(b, resource.BinarySI).String()
-}
-
-// lockedBuffer is a bytes buffer safe for concurrent writers and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -265,18 +265,8 @@ func TestInterruptedRunCleansUp(t *testing.T) {
 		t.Errorf("cgroups left behind: %v", l)
 	}
 	for _, pid := range hogs {
-		if alive(pid) {
+		if cgrouptest.Alive(pid) {
 			t.Errorf("workload %d still running", pid)
 		}
 	}
-}
-
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
