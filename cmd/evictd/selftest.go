@@ -185,12 +185,16 @@ func printSelftest(w io.Writer, rep *selftest.Report) {
 			msOrDash(t.DecisionMs), msOrDash(t.GoneMs), oom, orDashStr(t.Trigger), res)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\nPer rate (median / max over the trials with an eviction):")
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RATE\tHERE\tBUDGET\tWON\tOOM KILLER STRUCK\tDECISION\tGONE")
 	won := 0
-	for _, t := range rep.Trials {
-		if t.Won {
-			won++
-		}
+	for _, r := range rep.Rates {
+		won += r.Won
+		fmt.Fprintf(tw, "  %s/s\t%s/s\t%.0fms\t%d/%d\t%d/%d\t%s / %s\t%s / %s\n", selftest.BytesText(r.NodeRate), selftest.BytesText(r.SandboxRate), r.BudgetMs,
+			r.Won, r.Trials, r.OOMFirst, r.Trials, msOrDash(r.DecisionMedianMs), msOrDash(r.DecisionMaxMs), msOrDash(r.GoneMedianMs), msOrDash(r.GoneMaxMs))
 	}
+	tw.Flush()
 	switch {
 	case rep.Interrupted:
 		fmt.Fprintf(w, "Interrupted after %d trial(s); everything it made is removed.\n", len(rep.Trials))

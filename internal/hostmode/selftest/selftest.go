@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -152,10 +153,28 @@ type Trial struct {
 	Error   string      `json:"error,omitempty"`
 }
 
+// RateSummary sums up the trials of one rate.
+type RateSummary struct {
+	NodeRate    int64   `json:"nodeRateBytesPerSecond"`
+	SandboxRate int64   `json:"sandboxRateBytesPerSecond"`
+	BudgetMs    float64 `json:"budgetMs"`
+	Trials      int     `json:"trials"`
+	Won         int     `json:"won"`
+	OOMFirst    int     `json:"oomKillerStruck"` // trials in which the kernel OOM killer struck
+	Failed      int     `json:"failed"`
+	// Median and maximum latencies from the crossing, over the trials
+	// with an eviction (nil without one).
+	DecisionMedianMs *float64 `json:"decisionMedianMs,omitempty"`
+	DecisionMaxMs    *float64 `json:"decisionMaxMs,omitempty"`
+	GoneMedianMs     *float64 `json:"goneMedianMs,omitempty"`
+	GoneMaxMs        *float64 `json:"goneMaxMs,omitempty"`
+}
+
 // Report is the self-test's result.
 type Report struct {
-	Plan   Plan    `json:"plan"`
-	Trials []Trial `json:"trials"`
+	Plan   Plan          `json:"plan"`
+	Rates  []RateSummary `json:"rates"`
+	Trials []Trial       `json:"trials"`
 	// Won: evictd won every trial.
 	Won         bool `json:"won"`
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -285,7 +304,8 @@ func (o Options) withDefaults() Options {
 // Interrupted set once the running trial has been cleaned up.
 func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 	o = o.withDefaults()
-	r := &Report{Plan: p, Trials: []Trial{}, Won: true}
+	r := &Report{Plan: p, Trials: []Trial{}}
+	defer r.summarize()
 	cfg, err := sandboxConfig(p)
 	if err != nil {
 		return r, err
@@ -305,13 +325,63 @@ func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 				return r, nil
 			}
 			r.Trials = append(r.Trials, t)
-			r.Won = r.Won && t.Won
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "trial %d/%d: %s\n", n, len(o.Rates)*o.Trials, t.Line())
 			}
 		}
 	}
 	return r, nil
+}
+
+// summarize fills r.Rates from r.Trials, in the order the rates ran, and
+// r.Won: at least one trial, and evictd won them all.
+func (r *Report) summarize() {
+	r.Rates = []RateSummary{}
+	r.Won = len(r.Trials) > 0
+	idx := map[int64]int{}
+	var dec, gone [][]float64
+	for _, t := range r.Trials {
+		i, ok := idx[t.NodeRate]
+		if !ok {
+			i = len(r.Rates)
+			idx[t.NodeRate] = i
+			r.Rates = append(r.Rates, RateSummary{NodeRate: t.NodeRate, SandboxRate: t.SandboxRate, BudgetMs: t.BudgetMs})
+			dec, gone = append(dec, nil), append(gone, nil)
+		}
+		s := &r.Rates[i]
+		s.Trials++
+		r.Won = r.Won && t.Won
+		switch {
+		case t.Error != "":
+			s.Failed++
+		case t.Won:
+			s.Won++
+		}
+		if t.OOM.Struck() {
+			s.OOMFirst++
+		}
+		if t.DecisionMs != nil {
+			dec[i] = append(dec[i], *t.DecisionMs)
+		}
+		if t.GoneMs != nil {
+			gone[i] = append(gone[i], *t.GoneMs)
+		}
+	}
+	for i := range r.Rates {
+		r.Rates[i].DecisionMedianMs, r.Rates[i].DecisionMaxMs = medianMax(dec[i])
+		r.Rates[i].GoneMedianMs, r.Rates[i].GoneMaxMs = medianMax(gone[i])
+	}
+}
+
+// medianMax returns the median (the lower middle of an even count) and the
+// maximum, or nils for no values.
+func medianMax(v []float64) (med, mx *float64) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return &v[(len(v)-1)/2], &v[len(v)-1]
 }
 
 // sandboxConfig is the agent's configuration in the sandbox: the node's

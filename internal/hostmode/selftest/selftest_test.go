@@ -154,6 +154,21 @@ func TestRunRealCgroups(t *testing.T) {
 	if rep.Won != won {
 		t.Errorf("report won %v, trials say %v", rep.Won, won)
 	}
+	if len(rep.Rates) != 2 || rep.Rates[0].NodeRate != 100<<20 || rep.Rates[1].NodeRate != 2<<30 {
+		t.Fatalf("per-rate summary %+v", rep.Rates)
+	}
+	for i, r := range rep.Rates {
+		tr := rep.Trials[2*i : 2*i+2]
+		n := 0
+		for _, x := range tr {
+			if x.Won {
+				n++
+			}
+		}
+		if r.Trials != 2 || r.Won != n || r.DecisionMaxMs != nil && *r.DecisionMedianMs > *r.DecisionMaxMs {
+			t.Errorf("rate %d summary %+v for trials %+v", i, r, tr)
+		}
+	}
 	if l := leftovers(t, os.Getpid()); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
 	}
@@ -207,6 +222,48 @@ func TestRefusesUnderPressure(t *testing.T) {
 	}
 	if l := leftovers(t, os.Getpid()); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
+	}
+}
+
+// The memory PSI bound: the host's own /proc with a pressure file whose
+// "some avg10" is above it (PSI cannot be raised on demand on a host that
+// must stay usable, so that one file is written).
+func TestRefusesUnderPSI(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	proc := t.TempDir()
+	for _, f := range []string{"meminfo", "self/mountinfo", "self/cgroup", "sys/kernel/pid_max", "sys/kernel/threads-max", "loadavg", "uptime", "stat"} {
+		b, err := os.ReadFile(filepath.Join("/proc", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(proc, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(proc, "pressure"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(avg10 string) {
+		t.Helper()
+		s := "some avg10=" + avg10 + " avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
+		if err := os.WriteFile(filepath.Join(proc, "pressure", "memory"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := options(nil)
+	o.ProcRoot = proc
+	write("10.50")
+	_, err := Prepare(context.Background(), o)
+	var pe *PressureError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "memory PSI some avg10 is 10.50%, above 10.00%") {
+		t.Fatalf("Prepare = %v, want a PressureError for PSI", err)
+	}
+	write("9.99")
+	if _, err := Prepare(context.Background(), o); err != nil {
+		t.Fatalf("Prepare below the PSI bound = %v", err)
 	}
 }
 
