@@ -54,8 +54,9 @@ computes it) below a memory.available threshold of the configuration, hard
 or soft, or the memory PSI "some avg10" above --max-psi.
 
 It needs root and works on cgroup v1 and v2. Every cgroup and process it makes
-is removed before it exits, also on Ctrl-C or SIGTERM (it then exits 2). Not
-built yet: running it in a pod on a Kubernetes node (--kubernetes).
+is removed before it exits, also on Ctrl-C or SIGTERM (it then exits 2). On a
+Kubernetes node, run it in a pod: kubectl apply -k deploy/kubernetes/selftest/
+(docs/selftest.md).
 
 Example (as root):
   evictd selftest
