@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,11 +125,10 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(rep)
 	} else {
-		printSelftest(stdout, rep)
+		printSelftest(stdout, rep, err == nil)
 	}
-	var pe *selftest.PressureError
 	switch {
-	case rep.Interrupted || errors.As(err, &pe) || err != nil:
+	case rep.Interrupted || err != nil:
 		return exitError
 	case !rep.Won:
 		return exitFindings
@@ -166,7 +164,7 @@ func printPlan(w io.Writer, p selftest.Plan, rates []int64) {
 	fmt.Fprintf(w, "Rates (node → sandbox): %s; %d trial(s) each.\n\n", strings.Join(rs, ", "), p.Trials)
 }
 
-func printSelftest(w io.Writer, rep *selftest.Report) {
+func printSelftest(w io.Writer, rep *selftest.Report, cleanedUp bool) {
 	fmt.Fprintln(w, "\nResults (latencies from the threshold crossing):")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RATE\tHERE\tBUDGET\tDECISION\tGONE\tOOM KILLER\tWOKEN BY\tRESULT")
@@ -197,8 +195,10 @@ func printSelftest(w io.Writer, rep *selftest.Report) {
 	}
 	tw.Flush()
 	switch {
-	case rep.Interrupted:
+	case rep.Interrupted && cleanedUp:
 		fmt.Fprintf(w, "Interrupted after %d trial(s); everything it made is removed.\n", len(rep.Trials))
+	case rep.Interrupted:
+		fmt.Fprintf(w, "Interrupted after %d trial(s).\n", len(rep.Trials))
 	case rep.Won:
 		fmt.Fprintf(w, "evictd won all %d trials: it evicted before the kernel OOM killer struck.\n", len(rep.Trials))
 	default:

@@ -299,9 +299,10 @@ func (o Options) withDefaults() Options {
 }
 
 // Run runs the trials of plan p (from Prepare with the same options), one
-// at a time. It returns the report, with an error only when the scaled
-// configuration cannot be built; a cancelled ctx ends the run with
-// Interrupted set once the running trial has been cleaned up.
+// at a time. A cancelled ctx ends the run with Interrupted set once the
+// running trial has been cleaned up. The error says that the scaled
+// configuration could not be built, or that the interrupted trial could
+// not remove what it made (a finished trial reports that in its Error).
 func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 	o = o.withDefaults()
 	r := &Report{Plan: p, Trials: []Trial{}}
@@ -318,11 +319,11 @@ func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 				return r, nil
 			}
 			n++
-			t := trial(ctx, o, p, cfg, rate, n)
+			t, cleanupErr := trial(ctx, o, p, cfg, rate, n)
 			if ctx.Err() != nil {
 				// Cut short: not a result.
 				r.Interrupted = true
-				return r, nil
+				return r, cleanupErr
 			}
 			r.Trials = append(r.Trials, t)
 			if o.Progress != nil {
@@ -413,14 +414,15 @@ func (t Trial) Line() string {
 }
 
 // trial runs one ramp at the node-level rate in a fresh sandbox. The
-// sandbox, the agent and the hog are gone when it returns.
-func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial) {
+// sandbox, the agent and the hog are gone when it returns, unless removing
+// the sandbox failed: cleanupErr (also in t.Error).
+func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial, cleanupErr error) {
 	sRate := max(4096, int64(float64(rate)*p.Scale))
 	t = Trial{NodeRate: rate, SandboxRate: sRate, BudgetMs: float64(p.SandboxThresholdBytes) / float64(sRate) * 1000}
-	fail := func(format string, a ...any) Trial {
+	fail := func(format string, a ...any) (Trial, error) {
 		t.Error = fmt.Sprintf(format, a...)
 		t.Won = false
-		return t
+		return t, cleanupErr
 	}
 	sb, err := sandbox.New(fmt.Sprintf("/evictd-selftest-%d-%d", os.Getpid(), n), p.SandboxBytes)
 	if err != nil {
@@ -428,7 +430,8 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	}
 	defer func() {
 		if err := sb.Close(); err != nil {
-			t = fail("cleanup: %v", err)
+			cleanupErr = fmt.Errorf("cleanup: %w", err)
+			t, _ = fail("%v", cleanupErr)
 		}
 	}()
 	c, err := sb.Child("workload")
@@ -493,7 +496,7 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	case <-hogDone:
 		t.OOM, _ = sb.OOM()
 		if t.OOM.Struck() {
-			return t // the kernel got it before the watcher saw the crossing
+			return t, nil // the kernel got it before the watcher saw the crossing
 		}
 		return fail("the workload ended before it reached the threshold (%v; it said %q)", cmd.ProcessState, hogErr.String())
 	case <-ctx.Done():
@@ -524,11 +527,11 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 			if !t.Evicted {
 				return fail("the eviction did not end the workload: %+v", rec.Actions)
 			}
-			return t
+			return t, nil
 		case <-dead:
 			dead = nil
 			if t.OOM, _ = sb.OOM(); t.OOM.Struck() {
-				return t
+				return t, nil
 			}
 			// evictd's kill: its record follows once the cgroup is
 			// seen empty.

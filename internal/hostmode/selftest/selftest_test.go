@@ -186,7 +186,10 @@ func TestOOMKillerFirstIsALoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := trial(context.Background(), o, p, cfg, 8<<30, 1)
+	tr, err := trial(context.Background(), o, p, cfg, 8<<30, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%s", tr.Line())
 	if tr.Error != "" || !tr.OOM.Struck() || tr.Won {
 		t.Fatalf("want an OOM kill reported as a loss: %+v", tr)
