@@ -52,7 +52,9 @@ memory.available (MemTotal − the root cgroup's working set, as the kubelet
 computes it) below a memory.available threshold of the configuration, hard
 or soft, or the memory PSI "some avg10" above --max-psi.
 
-It needs root and works on cgroup v1 and v2. Every cgroup and process it makes
+It needs root (with CAP_DAC_OVERRIDE, which root has unless a container drops
+it: the hierarchy's root directory is read-only even for root) and works on
+cgroup v1 and v2. Every cgroup and process it makes
 is removed before it exits, also on Ctrl-C or SIGTERM (it then exits 2). On a
 Kubernetes node, run it in a pod: kubectl apply -k deploy/kubernetes/selftest/
 (docs/selftest.md).
@@ -125,7 +127,7 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(rep)
 	} else {
-		printSelftest(stdout, rep, err == nil)
+		printSelftest(stdout, rep, err)
 	}
 	switch {
 	case rep.Interrupted || err != nil:
@@ -164,7 +166,7 @@ func printPlan(w io.Writer, p selftest.Plan, rates []int64) {
 	fmt.Fprintf(w, "Rates (node → sandbox): %s; %d trial(s) each.\n\n", strings.Join(rs, ", "), p.Trials)
 }
 
-func printSelftest(w io.Writer, rep *selftest.Report, cleanedUp bool) {
+func printSelftest(w io.Writer, rep *selftest.Report, runErr error) {
 	fmt.Fprintln(w, "\nResults (latencies from the threshold crossing):")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RATE\tHERE\tBUDGET\tDECISION\tGONE\tOOM KILLER\tWOKEN BY\tRESULT")
@@ -195,10 +197,10 @@ func printSelftest(w io.Writer, rep *selftest.Report, cleanedUp bool) {
 	}
 	tw.Flush()
 	switch {
-	case rep.Interrupted && cleanedUp:
-		fmt.Fprintf(w, "Interrupted after %d trial(s); everything it made is removed.\n", len(rep.Trials))
+	case runErr != nil:
+		fmt.Fprintf(w, "Stopped after %d trial(s): %v\n", len(rep.Trials), runErr)
 	case rep.Interrupted:
-		fmt.Fprintf(w, "Interrupted after %d trial(s).\n", len(rep.Trials))
+		fmt.Fprintf(w, "Interrupted after %d trial(s); everything it made is removed.\n", len(rep.Trials))
 	case rep.Won:
 		fmt.Fprintf(w, "evictd won all %d trials: it evicted before the kernel OOM killer struck.\n", len(rep.Trials))
 	default:

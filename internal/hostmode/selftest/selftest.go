@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -300,9 +301,9 @@ func (o Options) withDefaults() Options {
 
 // Run runs the trials of plan p (from Prepare with the same options), one
 // at a time. A cancelled ctx ends the run with Interrupted set once the
-// running trial has been cleaned up. The error says that the scaled
-// configuration could not be built, or that the interrupted trial could
-// not remove what it made (a finished trial reports that in its Error).
+// running trial has been cleaned up. An error ends the run too: the scaled
+// configuration could not be built, or a trial could not make or remove its
+// sandbox (that trial, if it was not interrupted, is in the report).
 func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 	o = o.withDefaults()
 	r := &Report{Plan: p, Trials: []Trial{}}
@@ -319,15 +320,18 @@ func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 				return r, nil
 			}
 			n++
-			t, cleanupErr := trial(ctx, o, p, cfg, rate, n)
+			t, err := trial(ctx, o, p, cfg, rate, n)
 			if ctx.Err() != nil {
 				// Cut short: not a result.
 				r.Interrupted = true
-				return r, cleanupErr
+				return r, err
 			}
 			r.Trials = append(r.Trials, t)
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "trial %d/%d: %s\n", n, len(o.Rates)*o.Trials, t.Line())
+			}
+			if err != nil {
+				return r, err
 			}
 		}
 	}
@@ -414,24 +418,32 @@ func (t Trial) Line() string {
 }
 
 // trial runs one ramp at the node-level rate in a fresh sandbox. The
-// sandbox, the agent and the hog are gone when it returns, unless removing
-// the sandbox failed: cleanupErr (also in t.Error).
-func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial, cleanupErr error) {
+// sandbox, the agent and the hog are gone when it returns. runErr (also in
+// t.Error) says the sandbox could not be made or removed: no further trial
+// should run.
+func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial, runErr error) {
 	sRate := max(4096, int64(float64(rate)*p.Scale))
 	t = Trial{NodeRate: rate, SandboxRate: sRate, BudgetMs: float64(p.SandboxThresholdBytes) / float64(sRate) * 1000}
 	fail := func(format string, a ...any) (Trial, error) {
 		t.Error = fmt.Sprintf(format, a...)
 		t.Won = false
-		return t, cleanupErr
+		return t, nil
 	}
 	sb, err := sandbox.New(fmt.Sprintf("/evictd-selftest-%d-%d", os.Getpid(), n), p.SandboxBytes)
 	if err != nil {
-		return fail("%v", err)
+		if errors.Is(err, fs.ErrPermission) {
+			// The hierarchy's root is read-only (0555) even for root,
+			// who writes there through CAP_DAC_OVERRIDE: a container
+			// that drops every capability cannot make the sandbox.
+			err = fmt.Errorf("%w (creating a cgroup at the hierarchy's root needs root with CAP_DAC_OVERRIDE)", err)
+		}
+		t, _ = fail("%v", err)
+		return t, err
 	}
 	defer func() {
 		if err := sb.Close(); err != nil {
-			cleanupErr = fmt.Errorf("cleanup: %w", err)
-			t, _ = fail("%v", cleanupErr)
+			runErr = fmt.Errorf("cleanup: %w", err)
+			t, _ = fail("%v", runErr)
 		}
 	}()
 	c, err := sb.Child("workload")
