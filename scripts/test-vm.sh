@@ -27,6 +27,7 @@ vm_packages=(
 	./internal/kube/           # Kubernetes mode's Summary on a real v2 kubepods tree (its apiserver tests run in the apiserver tier)
 	./internal/protect/        # memory QoS on real v2: protection of page cache, memory.high throttling, OOM order
 	./internal/hostmode/demo/@1536M # evictd demo on v2: its 768Mi sandbox needs a bigger guest
+	./internal/hostmode/selftest/ # evictd selftest on v2: trials, the OOM killer first, SIGINT cleanup, refusal
 )
 
 # A hard limit for the whole tier (the budget is 5 minutes; this only

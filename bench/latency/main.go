@@ -575,9 +575,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 		// Ended before the watcher saw the crossing: the kernel OOM
 		// killer (a steep ramp past the limit), or something no trial
 		// should see — never a sample.
-		k, _ := sb.OOMKills(sb.Parent)
-		k2, _ := sb.OOMKills(c)
-		if k+k2 > 0 {
+		if o, _ := sb.OOM(); o.Kills > 0 {
 			return sample{}, true, nil
 		}
 		return sample{}, false, fmt.Errorf("the hog ended before its usage reached the crossing point (%v; no OOM kill; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
@@ -608,17 +606,14 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			// counted as 0, and counted (Early) so the table shows it.
 			s.Early = s.Wake < 0
 			s.Detect, s.Wake = max(0, s.Detect), max(0, s.Wake)
-			k, _ := sb.OOMKills(sb.Parent)
-			k2, _ := sb.OOMKills(c)
-			return s, k+k2 > 0, nil
+			o, _ := sb.OOM()
+			return s, o.Kills > 0, nil
 		case <-dead:
 			// The hog died. The eviction record (sent once the kill has
 			// seen the cgroup empty) may still be on its way; without one,
 			// the kernel OOM killer (or a crash) got there first.
 			dead = nil
-			k, _ := sb.OOMKills(sb.Parent)
-			k2, _ := sb.OOMKills(c)
-			if k+k2 > 0 {
+			if o, _ := sb.OOM(); o.Kills > 0 {
 				return sample{}, true, nil
 			}
 			// Not the OOM killer: evictd's kill, whose record follows

@@ -343,3 +343,14 @@ func AddSeeds(f *testing.F, names ...string) {
 		f.Add(b)
 	}
 }
+
+// Alive reports whether pid is a running process: a zombie (exited, not yet
+// reaped) is not, though it still answers kill(0).
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}

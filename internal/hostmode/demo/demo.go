@@ -538,16 +538,8 @@ func qs(q *resource.Quantity) string {
 	return mi(q.Value())
 }
 
-// oomKills sums the kernel OOM kills in the sandbox: on v1 the counter is per
-// memcg (not hierarchical), so the parent's and each child's are added; on
-// v2 memory.events is hierarchical and the parent's is the total.
+// oomKills counts the kernel OOM kills in the sandbox.
 func oomKills(sb *sandbox.Sandbox) uint64 {
-	total, _ := sb.OOMKills(sb.Parent)
-	if sb.Mode == sandbox.V1 {
-		for _, c := range sb.Children() {
-			k, _ := sb.OOMKills(c)
-			total += k
-		}
-	}
-	return total
+	o, _ := sb.OOM()
+	return o.Kills
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 )
 
 // envStarter turns the test binary into a process that starts one holding
@@ -31,17 +33,6 @@ func TestMain(m *testing.M) {
 		select {}
 	}
 	os.Exit(m.Run())
-}
-
-func alive(pid int) bool {
-	// A zombie still answers kill(0); only a process that is really gone
-	// (reaped, or never our child) does not.
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
 
 // The kernel's parent-death signal follows the thread that forked, and a Go
@@ -116,7 +107,7 @@ func TestHogExitsWhenItsStarterDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	if !alive(pid) {
+	if !cgrouptest.Alive(pid) {
 		t.Fatalf("hog %d is not running while its starter is", pid)
 	}
 	starter.Process.Kill()
@@ -125,7 +116,7 @@ func TestHogExitsWhenItsStarterDies(t *testing.T) {
 		t.Fatalf("starter: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
+	for cgrouptest.Alive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("hog %d still runs 10 s after its starter was killed", pid)
 		}

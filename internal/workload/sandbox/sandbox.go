@@ -160,6 +160,41 @@ func (s *Sandbox) OOMKills(c Cgroup) (uint64, error) {
 	return oc.OOMKill, err
 }
 
+// OOM is what the kernel OOM killer did in the whole sandbox.
+type OOM struct {
+	// Kills are the processes it killed: on v1 the counter is per memcg
+	// (not hierarchical), so the parent's and each child's are added; on v2
+	// memory.events is hierarchical and the parent's is the total.
+	Kills uint64 `json:"kills"`
+	// UnderOOM: a v1 memcg of the sandbox is in the OOM state now
+	// (memory.oom_control under_oom; always false on v2).
+	UnderOOM bool `json:"underOOM,omitempty"`
+}
+
+// Struck reports whether the OOM killer acted or the sandbox is under OOM.
+func (o OOM) Struck() bool { return o.Kills > 0 || o.UnderOOM }
+
+// OOM reads the OOM killer's counters of the parent and every child. A
+// counter that cannot be read counts as 0 and its error is returned.
+func (s *Sandbox) OOM() (OOM, error) {
+	if s.Mode == V2 {
+		ev, err := cgroupv2.ReadMemoryEvents(s.Parent.Memory)
+		return OOM{Kills: ev.OOMKill}, err
+	}
+	var o OOM
+	var errs []error
+	for _, c := range append([]Cgroup{s.Parent}, s.children...) {
+		oc, err := cgroupv1.ReadMemoryOOMControl(c.Memory)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.Kills += oc.OOMKill
+		o.UnderOOM = o.UnderOOM || oc.UnderOOM
+	}
+	return o, errors.Join(errs...)
+}
+
 // Procs lists the processes in dir's cgroup.procs.
 func Procs(dir string) ([]int, error) {
 	return cgroup.ReadCgroupProcs(dir)
