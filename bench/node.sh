@@ -14,8 +14,8 @@
 # The node is brought up twice (kubelet with kernelMemcgNotification, then polling)
 # with memory.available<256Mi hard and maxPods 110, and torn down after each.
 #
-# Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s, ≈ 45 min
-#        TRIALS=5 OOM_TRIALS=2 WINDOW=30s bench/node.sh   (quick, ≈ 12 min)
+# Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s, ≈ 35 min
+#        TRIALS=5 OOM_TRIALS=2 WINDOW=30s bench/node.sh   (quick, ≈ 10 min)
 #   NODES="memcg polling" (default; the 110 pods last) picks the node configurations; BENCH=/evictd
 #   (a -bench suffix) picks sub-benchmarks of BenchmarkNode, e.g. BENCH=/evictd/sync.
 # Needs root and the node tier's lock: run it as

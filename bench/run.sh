@@ -9,8 +9,11 @@
 #                                (root, cgroup v1 memory controller; ≈ 1–2 min)
 #   agent    bench/agent.sh     detection latency, OOM avoidance, idle cost with
 #                                500 cgroups; v2 rows in the qemu VM (root; ≈ 20 min)
+#   node     bench/node.sh      evictd beside the real kubelet against the kubelet
+#                                alone on the real node (root, the node tier's lock;
+#                                ≈ 30–45 min; not in the default set)
 #
-# Usage: bench/run.sh [policy] [collect] [agent]   (default: all three)
+# Usage: bench/run.sh [policy] [collect] [agent] [node]   (default: the first three)
 # The load average is printed before each: timings on a shared, loaded
 # machine are inflated, so note it beside any number you quote.
 set -euo pipefail
@@ -19,8 +22,8 @@ which=("$@")
 [ ${#which[@]} -gt 0 ] || which=(policy collect agent)
 for b in "${which[@]}"; do
 	case $b in
-	policy | collect | agent) ;;
-	*) echo "bench/run.sh: unknown benchmark $b (policy, collect or agent)" >&2; exit 2 ;;
+	policy | collect | agent | node) ;;
+	*) echo "bench/run.sh: unknown benchmark $b (policy, collect, agent or node)" >&2; exit 2 ;;
 	esac
 	if [ "$b" != policy ] && [ "$(id -u)" != 0 ]; then
 		echo "== $b: skipped (needs root to create cgroups)"
