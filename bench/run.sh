@@ -11,8 +11,11 @@
 #                                500 cgroups; v2 rows in the qemu VM (root; ≈ 20 min)
 #   report   bench/report.sh    evictd report on a week-sized decision log (604,800
 #                                records): time and peak heap (no root; ≈ 1 min)
+#   node     bench/node.sh      evictd beside the real kubelet against the kubelet
+#                                alone on the real node (root, the node tier's lock;
+#                                ≈ 30–45 min; not in the default set)
 #
-# Usage: bench/run.sh [policy] [collect] [agent] [report]   (default: all four)
+# Usage: bench/run.sh [policy] [collect] [agent] [report] [node]   (default: all but node)
 # The load average is printed before each: timings on a shared, loaded
 # machine are inflated, so note it beside any number you quote.
 set -euo pipefail
@@ -21,8 +24,8 @@ which=("$@")
 [ ${#which[@]} -gt 0 ] || which=(policy collect agent report)
 for b in "${which[@]}"; do
 	case $b in
-	policy | collect | agent | report) ;;
-	*) echo "bench/run.sh: unknown benchmark $b (policy, collect, agent or report)" >&2; exit 2 ;;
+	policy | collect | agent | report | node) ;;
+	*) echo "bench/run.sh: unknown benchmark $b (policy, collect, agent, report or node)" >&2; exit 2 ;;
 	esac
 	if [ "$b" != policy ] && [ "$b" != report ] && [ "$(id -u)" != 0 ]; then
 		echo "== $b: skipped (needs root to create cgroups)"

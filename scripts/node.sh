@@ -12,6 +12,11 @@
 #                              (which bring the node up and down themselves)
 #   scripts/node.sh deps|images|env|traffic|snapshot|check   (the steps, see below)
 #
+# up reads three kubelet settings from the environment (bench/node.sh sets
+# them; the tests use the defaults): EVICTD_NODE_THRESHOLD_MI (the
+# memory.available hard threshold, 300), EVICTD_NODE_MAX_PODS (30) and
+# EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION (false).
+#
 # Layout: .cache/node/bin (Kubernetes binaries, scripts/node-bins.sh),
 # .cache/node/images (OCI archives), .cache/node/run/<id>/ (one node: PKI,
 # kubeconfigs, configs, etcd and containerd data, kubelet root, logs, and the
@@ -33,7 +38,14 @@ pod_cidr=10.88.0.0/24
 # Node allocatable memory, set by reservation so pods meet real pressure
 # without starving the machine, and the kubelet's hard threshold on it.
 allocatable_mi=1536
-threshold_mi=300
+# The kubelet settings a run may change (bench/node.sh does; the tests use
+# the defaults): the memory.available hard threshold, which is also the
+# headroom between the allocatable threshold and the kubepods cgroup's limit
+# (capacity − reserved), where the kernel OOM-kills; maxPods; and
+# kernelMemcgNotification (the kubelet's memcg threshold eventfds on v1).
+threshold_mi=${EVICTD_NODE_THRESHOLD_MI:-300}
+max_pods=${EVICTD_NODE_MAX_PODS:-30}
+memcg_notification=${EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION:-false}
 # Debian packages the tier runs (no build): see docs/testing.md for why.
 packages=(containerd runc etcd-server iptables nftables containernetworking-plugins curl openssl iproute2)
 # iptables chains of our own: the no-traffic guard and counter.
@@ -48,7 +60,9 @@ sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory v
 	net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables)
 # Directories the kubelet, containerd and CNI write outside the work
 # directory: removed by teardown when they did not exist before the run.
-host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /run/netns /var/lib/cni /var/lib/containerd /opt/containerd)
+# /var/lib/evictd is the DaemonSet's hostPath state directory: left behind,
+# the next node's evictd restored the last node's conditions from it.
+host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /run/netns /var/lib/cni /var/lib/containerd /opt/containerd /var/lib/evictd)
 # Kubernetes' own iptables chains (v4 and v6, every table).
 kube_chains='KUBE-FIREWALL|KUBE-KUBELET-CANARY|KUBE-IPTABLES-HINT'
 
@@ -266,6 +280,9 @@ EOF
 
 kubelet_config() {
 	local mem_mi reserved_mi
+	[[ $threshold_mi =~ ^[1-9][0-9]*$ ]] || die "EVICTD_NODE_THRESHOLD_MI=$threshold_mi: want a positive number of MiB"
+	[[ $max_pods =~ ^[1-9][0-9]*$ ]] && [ "$max_pods" -le 250 ] || die "EVICTD_NODE_MAX_PODS=$max_pods: want 1 to 250 (the pod range $pod_cidr holds 253 addresses)"
+	case $memcg_notification in true | false) ;; *) die "EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg_notification: want true or false" ;; esac
 	mem_mi=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024))
 	reserved_mi=$((mem_mi - allocatable_mi - threshold_mi))
 	[ "$reserved_mi" -gt 0 ] || die "this machine has ${mem_mi} MiB of memory; the node needs more than $((allocatable_mi + threshold_mi)) MiB"
@@ -295,7 +312,8 @@ staticPodPath: $dir/manifests
 podLogsDir: $dir/pod-logs
 volumePluginDir: $dir/volume-plugins
 resolvConf: ""
-maxPods: 30
+maxPods: $max_pods
+kernelMemcgNotification: $memcg_notification
 systemReserved:
   memory: ${reserved_mi}Mi
 enforceNodeAllocatable: [pods]
@@ -406,6 +424,8 @@ EVICTD_NODE_CONTAINERD=$dir/containerd/containerd.sock
 EVICTD_NODE_CGROUP=$cg
 EVICTD_NODE_THRESHOLD=${threshold_mi}Mi
 EVICTD_NODE_ALLOCATABLE=${allocatable_mi}Mi
+EVICTD_NODE_MAX_PODS=$max_pods
+EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg_notification
 EOF
 	log "Ready in $(((t_kubelet - t0) / 1000)).$(((t_kubelet - t0) % 1000 / 100)) s (PKI $((t_pki - t0)) ms, etcd $((t_etcd - t0)) ms, containerd and images $((t_ctrd - t0)) ms, apiserver $((t_api - t0)) ms, kubelet Ready $((t_kubelet - t0)) ms); run dir $dir"
 	echo "KUBECONFIG=$dir/admin.kubeconfig"
@@ -739,5 +759,5 @@ snapshot) snapshot ;;
 check) check ;;
 env) d=$(ls -d "$runs"/*/ 2>/dev/null | tail -n 1) && cat "${d}env" ;;
 test) tier ;;
-*) sed -n '2,22p' "$0" >&2; exit 2 ;;
+*) sed -n '2,27p' "$0" >&2; exit 2 ;;
 esac

@@ -23,7 +23,7 @@ import (
 )
 
 // kubectl runs the node's kubectl as admin.
-func kubectl(t *testing.T, c *node.Cluster, args ...string) string {
+func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -43,7 +43,7 @@ func kubectl(t *testing.T, c *node.Cluster, args ...string) string {
 // answer: the pod is pointed at the API server's loopback address. It
 // waits for evictd to run and removes it when the test ends. It returns
 // evictd's log file on the node. args are added to evictd's.
-func installEvictd(t *testing.T, c *node.Cluster, args ...string) string {
+func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
 	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
 	t.Cleanup(func() {

@@ -1,0 +1,742 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/test/node"
+	"github.com/evictd/evictd/test/node/nodebench"
+)
+
+// The benchmark's environment (bench/node.sh sets it).
+const (
+	envBenchOut       = "EVICTD_BENCH_NODE_OUT"        // JSON-lines file the rows are appended to
+	envBenchTrials    = "EVICTD_BENCH_NODE_TRIALS"     // latency trials per row (30)
+	envBenchOOMTrials = "EVICTD_BENCH_NODE_OOM_TRIALS" // trials per ramp and configuration (10)
+	envBenchWindow    = "EVICTD_BENCH_NODE_WINDOW"     // metrics window per pod count (120s)
+)
+
+// The trials' shapes.
+const (
+	// sampleEvery is the crossing sampler's period: a crossing is
+	// timestamped at most this (plus one read of the kubepods cgroup,
+	// ≈ 0.1 ms) after it happened, so latencies are understated by as much.
+	sampleEvery = 2 * time.Millisecond
+	// emptyEvery is how often the pod's cgroup is checked for processes.
+	emptyEvery = 5 * time.Millisecond
+	// rampFrom: the hog allocates at once up to this far below the
+	// crossing, then ramps, so the crossing happens during the ramp.
+	rampFrom = 48 << 20
+	// latencyOver: a latency trial's hog holds this far past the crossing,
+	// below the kubepods limit (the headroom), so only an eviction ends it.
+	latencyOver = 128 << 20
+	latencyRate = 100 << 20
+	// oomOver: an OOM trial's hog ramps this far past the kubepods limit,
+	// so that without an eviction the kernel OOM-kills it.
+	oomOver = 128 << 20
+	// rateWindow: the seen ramp rate is measured over the last this many
+	// bytes before the crossing.
+	rateWindow   = 32 << 20
+	trialTimeout = 60 * time.Second
+	// kubeletPeriod is the kubelet's evictionMonitoringPeriod.
+	kubeletPeriod = agent.DefaultInterval
+	// settle: after the hog ended, how long an OOM trial keeps counting
+	// kernel OOM kills (one racing an eviction lands within it).
+	settle = time.Second
+	// syncPods: the kubelet's default maxPods, filled with sleepers and
+	// evictd's own pod.
+	syncPods = 110
+)
+
+var oomRates = []int64{100 << 20, 500 << 20, 2 << 30}
+
+// benchEnv is one benchmark's node and what the trials need of it.
+type benchEnv struct {
+	c         *node.Cluster
+	col       *collect.Collector
+	memRoot   string
+	threshold int64
+	ns        string
+	kmsg      *kmsg
+	out       string
+}
+
+// BenchmarkNode measures evictd beside the real kubelet against the kubelet
+// alone (docs/benchmarks-node.md). What it measures depends on how the node
+// was brought up (bench/node.sh runs it twice): with the kubelet's default
+// polling, the kubelet alone and then evictd installed from
+// deploy/kubernetes/ (latency, OOM kills, synchronize cost with 110 pods);
+// with kernelMemcgNotification, the kubelet alone (latency, OOM kills).
+// Run it with -benchtime 1x: each sub-benchmark is one set of trials.
+func BenchmarkNode(b *testing.B) {
+	c := node.Get(b)
+	env, err := readNodeEnv(c.Dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	memRoot, version := col.MemoryRoot()
+	if version != 1 {
+		b.Fatalf("memory controller on cgroup v%d at %s: the benchmark reads v1 files (this machine's)", version, memRoot)
+	}
+	k, err := openKmsg()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.close()
+	threshold := resource.MustParse(c.Threshold)
+	e := &benchEnv{c: c, col: col, memRoot: memRoot, threshold: threshold.Value(), kmsg: k, out: os.Getenv(envBenchOut)}
+	e.ns = c.Namespace(b, "bench")
+	trials, oomTrials := envInt(b, envBenchTrials, 30), envInt(b, envBenchOOMTrials, 10)
+	window := 120 * time.Second
+	if v := os.Getenv(envBenchWindow); v != "" {
+		if window, err = time.ParseDuration(v); err != nil {
+			b.Fatalf("%s=%q: %v", envBenchWindow, v, err)
+		}
+	}
+	if env["EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION"] == "true" {
+		b.Run("kubelet-memcg", func(b *testing.B) {
+			e.kubeletAlone(b, "kubelet-memcg", "kubelet alone, kernelMemcgNotification", trials, oomTrials)
+		})
+		return
+	}
+	b.Run("kubelet-polling", func(b *testing.B) {
+		e.kubeletAlone(b, "kubelet-polling", "kubelet alone, 10 s polling", trials, oomTrials)
+	})
+	b.Run("evictd", func(b *testing.B) {
+		installEvictd(b, c)
+		const key, name = "evictd", "evictd (DaemonSet) + kubelet, 10 s polling"
+		b.Run("latency", func(b *testing.B) { e.latencyRow(b, key, name, trials) })
+		b.Run("oom", func(b *testing.B) { e.oomRows(b, key, name, oomTrials) })
+		b.Run("sync", func(b *testing.B) {
+			if n := env["EVICTD_NODE_MAX_PODS"]; n != strconv.Itoa(syncPods) {
+				b.Fatalf("the node's maxPods is %s; the synchronize row needs %d (EVICTD_NODE_MAX_PODS=%d)", n, syncPods, syncPods)
+			}
+			e.syncRow(b, window)
+		})
+	})
+}
+
+func (e *benchEnv) kubeletAlone(b *testing.B, key, name string, trials, oomTrials int) {
+	b.Run("latency", func(b *testing.B) { e.latencyRow(b, key, name, trials) })
+	b.Run("oom", func(b *testing.B) { e.oomRows(b, key, name, oomTrials) })
+}
+
+func (e *benchEnv) newRow(kind, key, name string) nodebench.Row {
+	return nodebench.Row{Kind: kind, Key: key, Name: name, Threshold: e.threshold, Headroom: e.threshold, Start: time.Now(), Load: [2]string{loadavg(), ""}}
+}
+
+func (e *benchEnv) finish(b *testing.B, r nodebench.Row) {
+	r.End, r.Load[1] = time.Now(), loadavg()
+	nodebench.Print(os.Stdout, []nodebench.Row{r})
+	if e.out != "" {
+		if err := nodebench.Append(e.out, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func (e *benchEnv) latencyRow(b *testing.B, key, name string, trials int) {
+	r := e.newRow(nodebench.KindLatency, key, name)
+	for i := range trials {
+		res := e.trial(b, fmt.Sprintf("lat-%d", i), latencyOver, latencyRate, false)
+		t := nodebench.LatencyTrial{EvictedBy: res.by, OOMKills: res.oomKills, Err: res.err}
+		if res.err == "" {
+			t.Accepted, t.Empty = res.accepted.Sub(res.crossed), res.empty.Sub(res.crossed)
+		}
+		b.Logf("%s trial %d: accepted %v, empty %v, by %s, OOM kills %d %s", key, i, t.Accepted, t.Empty, t.EvictedBy, t.OOMKills, t.Err)
+		r.Latency = append(r.Latency, t)
+	}
+	e.finish(b, r)
+}
+
+func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
+	for _, rate := range oomRates {
+		r := e.newRow(nodebench.KindOOM, key, name)
+		r.Rate = rate
+		for i := range trials {
+			res := e.trial(b, fmt.Sprintf("oom-%d-%d", rate>>20, i), e.threshold+oomOver, rate, true)
+			t := nodebench.OOMTrial{OOMKills: res.oomKills, Evicted: res.by != "", EvictedBy: res.by, Rate: res.rate, Err: res.err}
+			b.Logf("%s ramp %d MiB/s trial %d: OOM kills %d, evicted by %q, seen ramp %.0f MiB/s %s", key, rate>>20, i, t.OOMKills, t.EvictedBy, t.Rate/(1<<20), t.Err)
+			r.OOM = append(r.OOM, t)
+		}
+		e.finish(b, r)
+	}
+}
+
+// trialResult is one hog's story, by the harness's clocks.
+type trialResult struct {
+	crossed, accepted, empty, ended time.Time
+	by                              string
+	oomKills                        int
+	rate                            float64
+	err                             string
+}
+
+// trial runs one hog pod that allocates to rampFrom below the crossing,
+// then ramps past it by over at rate (and holds), and times the crossing,
+// the eviction's acceptance in the API and the pod's cgroup emptying; oom
+// trials end once the hog ended (evicted or OOM-killed) instead of waiting
+// for the whole pod. The pod is deleted and gone from the node before it
+// returns.
+func (e *benchEnv) trial(b *testing.B, name string, over, rate int64, oom bool) (res trialResult) {
+	b.Helper()
+	// A start uniformly random over the kubelet's period, so that its
+	// synchronize meets the crossing at any phase. Without it the phase is
+	// locked: after an eviction the kubelet waits for the pod's cleanup
+	// (the previous trial's removePod), synchronizes at once and then
+	// every 10 s, so every trial crossed at about the same point of its
+	// period (30 trials of the kubelet alone gave 8.1–9.1 s).
+	time.Sleep(rand.N(kubeletPeriod))
+	if n, _ := e.kmsg.oomKills(e.col.PodsCgroup()); n > 0 {
+		b.Logf("%d OOM kill(s) in the pods cgroup between trials", n)
+	}
+	m, err := e.col.ReadCgroupMemory(e.col.PodsCgroup(), true)
+	if err != nil || !m.HasLimit {
+		b.Fatalf("pods cgroup memory: %+v, %v", m, err)
+	}
+	crossWS := int64(m.Limit) - e.threshold // available < threshold ⇔ working set > this
+	alloc := crossWS - int64(m.WorkingSet) - rampFrom
+	if alloc < 16<<20 {
+		b.Fatalf("the pods cgroup holds %d MiB of its %d MiB already: no room for a trial", m.WorkingSet>>20, m.Limit>>20)
+	}
+	script := fmt.Sprintf("alloc %d; ramp %d %d; hold", alloc, rampFrom+over, rate)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	smp := startSampler(ctx, e.col, crossWS)
+
+	p := node.HogPod(name, script, "64Mi", "")
+	// Bound to the node directly and tolerating its taints: a node under
+	// MemoryPressure (the previous trial's) is tainted for the scheduler;
+	// the kubelet admits a Burstable pod under it.
+	p.Spec.NodeName = e.c.Node
+	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	created, err := e.c.Client.CoreV1().Pods(e.ns).Create(node.Ctx(b), p, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatalf("creating pod %s: %v", name, err)
+	}
+	defer e.removePod(b, created)
+	podDir := filepath.Join(e.memRoot, e.col.PodsCgroup(), "burstable", "pod"+string(created.UID))
+	w := watchPod(ctx, e.c, e.ns, name, created.ResourceVersion)
+
+	deadline := time.Now().Add(trialTimeout)
+	tick := time.NewTicker(emptyEvery)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		now := time.Now()
+		crossed := smp.crossedAt()
+		ws := w.state()
+		if ws.err != nil {
+			res.err = ws.err.Error()
+			break
+		}
+		if !crossed.IsZero() && res.empty.IsZero() && cgroupEmpty(podDir) {
+			res.empty = now
+		}
+		res.crossed, res.accepted, res.by, res.ended = crossed, ws.accepted, ws.by, ws.ended
+		if oom {
+			end := res.ended
+			if end.IsZero() || (!res.empty.IsZero() && res.empty.Before(end)) {
+				end = res.empty
+			}
+			if !end.IsZero() && now.Sub(end) >= settle {
+				if crossed.IsZero() {
+					res.err = "the hog ended before the sampler saw the crossing"
+				}
+				break
+			}
+		} else if !crossed.IsZero() && !res.accepted.IsZero() && !res.empty.IsZero() {
+			break
+		} else if res.accepted.IsZero() && !res.ended.IsZero() && now.Sub(res.ended) >= settle {
+			res.err = "the hog ended without an eviction"
+			break
+		}
+		if now.After(deadline) {
+			res.err = fmt.Sprintf("not done after %s: crossed %v, accepted %v, empty %v, hog ended %v", trialTimeout,
+				!crossed.IsZero(), !res.accepted.IsZero(), !res.empty.IsZero(), !res.ended.IsZero())
+			break
+		}
+	}
+	if !oom && res.err == "" && res.crossed.IsZero() {
+		res.err = "evicted, but the sampler never saw the crossing"
+	}
+	res.rate = smp.rate()
+	res.oomKills, err = e.kmsg.oomKills(e.col.PodsCgroup())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
+// removePod deletes the pod at once and waits until it is gone from the
+// API and its cgroup from the node, and the pods cgroup's working set is
+// back, so that the next trial starts from the same point.
+func (e *benchEnv) removePod(b *testing.B, p *corev1.Pod) {
+	zero := int64(0)
+	err := e.c.Client.CoreV1().Pods(p.Namespace).Delete(node.Ctx(b), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		b.Fatalf("deleting pod %s: %v", p.Name, err)
+	}
+	podDir := filepath.Join(e.memRoot, e.col.PodsCgroup(), "burstable", "pod"+string(p.UID))
+	e.c.WaitFor(b, 90*time.Second, "pod "+p.Name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := e.c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		_, err = os.Stat(podDir)
+		return errors.Is(err, fs.ErrNotExist), nil
+	})
+}
+
+// sampler reads the kubepods cgroup every sampleEvery and records the first
+// sample past the crossing, and the ramp's speed just before it.
+type sampler struct {
+	mu      sync.Mutex
+	crossed time.Time
+	r       float64
+}
+
+func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *sampler {
+	s := &sampler{}
+	go func() {
+		tick := time.NewTicker(sampleEvery)
+		defer tick.Stop()
+		var fromT time.Time
+		var fromWS int64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			t := time.Now()
+			m, err := col.ReadCgroupMemory(col.PodsCgroup(), false)
+			if err != nil {
+				continue
+			}
+			ws := int64(m.WorkingSet)
+			if ws < crossWS-rateWindow {
+				fromT = time.Time{}
+			} else if fromT.IsZero() {
+				fromT, fromWS = t, ws
+			}
+			if ws > crossWS {
+				s.mu.Lock()
+				s.crossed = t
+				if !fromT.IsZero() && t.Sub(fromT) > 4*sampleEvery {
+					s.r = float64(ws-fromWS) / t.Sub(fromT).Seconds()
+				}
+				s.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) crossedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crossed
+}
+
+func (s *sampler) rate() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r
+}
+
+// podWatch follows one pod: when an eviction was first seen accepted (a
+// deletion timestamp: the Eviction API; status Failed/Evicted: the
+// kubelet's own), and when its first container terminated.
+type podWatch struct {
+	mu       sync.Mutex
+	accepted time.Time
+	by       string
+	ended    time.Time
+	err      error
+}
+
+func watchPod(ctx context.Context, c *node.Cluster, ns, name, rv string) *podWatch {
+	w := &podWatch{}
+	go func() {
+		for ctx.Err() == nil {
+			wi, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv})
+			if err != nil {
+				if ctx.Err() == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				now := time.Now()
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok || ev.Type == watch.Error {
+					continue
+				}
+				rv = p.ResourceVersion
+				w.mu.Lock()
+				if w.accepted.IsZero() {
+					switch {
+					case p.DeletionTimestamp != nil:
+						w.accepted, w.by = now, nodebench.ByEvictd
+					case p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted":
+						w.accepted, w.by = now, nodebench.ByKubelet
+					}
+				}
+				if w.ended.IsZero() && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Terminated != nil {
+					w.ended = now
+				}
+				if p.Status.Phase == corev1.PodFailed && w.accepted.IsZero() && p.Status.Reason != "" && p.Status.Reason != "Evicted" {
+					w.err = fmt.Errorf("pod %s failed: %s %s", name, p.Status.Reason, p.Status.Message)
+				}
+				w.mu.Unlock()
+			}
+			wi.Stop()
+		}
+	}()
+	return w
+}
+
+func (w *podWatch) state() podWatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return podWatch{accepted: w.accepted, by: w.by, ended: w.ended, err: w.err}
+}
+
+// cgroupEmpty: no process in the pod's cgroup tree (or the tree is gone).
+func cgroupEmpty(dir string) bool {
+	empty := true
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			empty = false
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return empty
+}
+
+// kmsg reads the kernel log from where it was opened on.
+type kmsg struct{ fd int }
+
+func openKmsg() (*kmsg, error) {
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("/dev/kmsg: %w", err)
+	}
+	if _, err := unix.Seek(fd, 0, unix.SEEK_END); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("/dev/kmsg: %w", err)
+	}
+	return &kmsg{fd: fd}, nil
+}
+
+func (k *kmsg) close() { unix.Close(k.fd) }
+
+// oomKills counts the kernel's OOM kills charged to the pods cgroup
+// (oom_memcg under podsCgroup: its limit or a pod's) since the last call.
+func (k *kmsg) oomKills(podsCgroup string) (int, error) {
+	buf := make([]byte, 8192)
+	n := 0
+	for {
+		l, err := unix.Read(k.fd, buf)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return n, nil
+		case errors.Is(err, unix.EPIPE): // records overwritten before we read them
+			continue
+		case err != nil:
+			return n, fmt.Errorf("/dev/kmsg: %w", err)
+		}
+		_, msg, _ := strings.Cut(string(buf[:l]), ";")
+		if strings.HasPrefix(msg, "oom-kill:") && strings.Contains(msg, ",oom_memcg="+podsCgroup) {
+			n++
+		}
+	}
+}
+
+// syncRow reads evictd's metrics over a window with only its own pod on
+// the node, then over a window with the node full: syncPods pods.
+func (e *benchEnv) syncRow(b *testing.B, window time.Duration) {
+	r := e.newRow(nodebench.KindSync, "evictd", "evictd (DaemonSet)")
+	e.waitNoMemoryPressure(b)
+	r.Sync = append(r.Sync, e.syncWindow(b, window))
+	sleepers := syncPods - e.podsOnNode(b)
+	b.Logf("starting %d sleepers", sleepers)
+	start := time.Now()
+	defer e.removeAll(b)
+	var wg sync.WaitGroup
+	errs := make(chan error, sleepers)
+	next := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				_, err := e.c.Client.CoreV1().Pods(e.ns).Create(context.Background(), sleeperPod(fmt.Sprintf("sleep-%03d", i), e.c.Node), metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range sleepers {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("creating sleepers: %v", err)
+	}
+	e.c.WaitFor(b, 15*time.Minute, fmt.Sprintf("%d sleepers running", sleepers), func(ctx context.Context) (bool, error) {
+		l, err := e.c.Client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range l.Items {
+			switch p.Status.Phase {
+			case corev1.PodRunning:
+				running++
+			case corev1.PodFailed:
+				return false, fmt.Errorf("sleeper %s failed: %s %s", p.Name, p.Status.Reason, p.Status.Message)
+			}
+		}
+		return running == sleepers, nil
+	})
+	b.Logf("%d sleepers running after %s", sleepers, time.Since(start).Round(time.Second))
+	if n := e.podsOnNode(b); n != syncPods {
+		b.Fatalf("%d pods on the node, want %d", n, syncPods)
+	}
+	time.Sleep(30 * time.Second) // the pods' start-up over: evictd's informer and the kubelet settle
+	r.Sync = append(r.Sync, e.syncWindow(b, window))
+	e.finish(b, r)
+}
+
+func sleeperPod(name, nodeName string) *corev1.Pod {
+	grace := int64(1)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "sleeper"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodeName,
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name:            "sleep",
+				Image:           node.WorkImage,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"/bin/sleep", "86400"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceMemory: resource.MustParse("4Mi"), corev1.ResourceCPU: resource.MustParse("1m")}},
+			}},
+		},
+	}
+}
+
+// podsOnNode counts the node's pods that are not terminal.
+func (e *benchEnv) podsOnNode(b *testing.B) int {
+	l, err := e.c.Client.CoreV1().Pods("").List(node.Ctx(b), metav1.ListOptions{FieldSelector: "spec.nodeName=" + e.c.Node})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, p := range l.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// removeAll deletes the benchmark namespace's pods and waits (longer than
+// the namespace's own cleanup does) until the node has none of them.
+func (e *benchEnv) removeAll(b *testing.B) {
+	l, err := e.c.Client.CoreV1().Pods(e.ns).List(node.Ctx(b), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	zero := int64(0)
+	if err := e.c.Client.CoreV1().Pods(e.ns).DeleteCollection(node.Ctx(b), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		b.Errorf("deleting the sleepers: %v", err)
+	}
+	burstable := filepath.Join(e.memRoot, e.col.PodsCgroup(), "burstable")
+	e.c.WaitFor(b, 10*time.Minute, "the sleepers gone", func(ctx context.Context) (bool, error) {
+		left, err := e.c.Client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(left.Items) > 0 {
+			return false, err
+		}
+		for _, p := range l.Items {
+			if _, err := os.Stat(filepath.Join(burstable, "pod"+string(p.UID))); err == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func (e *benchEnv) waitNoMemoryPressure(b *testing.B) {
+	e.c.WaitFor(b, 2*time.Minute, "no MemoryPressure on the node", func(ctx context.Context) (bool, error) {
+		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, e.c.Node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeMemoryPressure {
+				return cond.Status != corev1.ConditionTrue, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// syncWindow scrapes evictd's metrics at the start and the end of window.
+func (e *benchEnv) syncWindow(b *testing.B, window time.Duration) nodebench.SyncWindow {
+	pods := e.podsOnNode(b)
+	m0 := scrapeEvictd(b)
+	time.Sleep(window)
+	m1 := scrapeEvictd(b)
+	h0, h1 := m0["evictd_synchronize_duration_seconds"], m1["evictd_synchronize_duration_seconds"]
+	if h0 == nil || h1 == nil || len(h1.Metric) != 1 || len(h0.Metric) != 1 {
+		b.Fatal("evictd's metrics lack evictd_synchronize_duration_seconds")
+	}
+	s := nodebench.SyncWindow{Pods: pods, Window: window, RSS: gauge(m1, "process_resident_memory_bytes"), Heap: gauge(m1, "go_memstats_heap_inuse_bytes")}
+	a, z := h0.Metric[0].GetHistogram(), h1.Metric[0].GetHistogram()
+	s.Count = z.GetSampleCount() - a.GetSampleCount()
+	s.Sum = time.Duration((z.GetSampleSum() - a.GetSampleSum()) * float64(time.Second))
+	s.P50, s.P99 = histogramQuantile(0.5, a, z), histogramQuantile(0.99, a, z)
+	s.CPU = time.Duration((counter(m1, "process_cpu_seconds_total") - counter(m0, "process_cpu_seconds_total")) * float64(time.Second))
+	b.Logf("%d pods: %d synchronizes in %s, %s in all, RSS %.1f MiB", pods, s.Count, window, s.Sum, s.RSS/(1<<20))
+	return s
+}
+
+func scrapeEvictd(b *testing.B) map[string]*dto.MetricFamily {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+agent.DefaultMetricsAddr+"/metrics", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatalf("evictd's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	m, err := p.TextToMetricFamilies(bufio.NewReader(resp.Body))
+	if err != nil {
+		b.Fatalf("evictd's metrics: %v", err)
+	}
+	return m
+}
+
+func counter(m map[string]*dto.MetricFamily, name string) float64 {
+	f := m[name]
+	if f == nil || len(f.Metric) == 0 {
+		return 0
+	}
+	return f.Metric[0].GetCounter().GetValue()
+}
+
+func gauge(m map[string]*dto.MetricFamily, name string) float64 {
+	f := m[name]
+	if f == nil || len(f.Metric) == 0 {
+		return 0
+	}
+	return f.Metric[0].GetGauge().GetValue()
+}
+
+// histogramQuantile estimates the q-quantile of the observations between
+// two scrapes of a histogram, as Prometheus's histogram_quantile: linear
+// within the bucket that holds it; the highest finite bound if it is in
+// +Inf.
+func histogramQuantile(q float64, a, z *dto.Histogram) time.Duration {
+	n := float64(z.GetSampleCount() - a.GetSampleCount())
+	if n == 0 {
+		return 0
+	}
+	rank := q * n
+	lower, prev := 0.0, 0.0
+	for i, bz := range z.Bucket {
+		cum := float64(bz.GetCumulativeCount() - a.Bucket[i].GetCumulativeCount())
+		upper := bz.GetUpperBound()
+		if cum >= rank {
+			if math.IsInf(upper, 1) {
+				return time.Duration(lower * float64(time.Second))
+			}
+			v := lower + (upper-lower)*(rank-prev)/math.Max(cum-prev, 1)
+			return time.Duration(v * float64(time.Second))
+		}
+		lower, prev = upper, cum
+	}
+	return time.Duration(lower * float64(time.Second))
+}
+
+func readNodeEnv(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}

@@ -1,0 +1,374 @@
+// Package nodebench holds the results of the real-node benchmarks
+// (test/node/bench_test.go, run by bench/node.sh) and prints them as
+// tables, side by side, with ratios. The benchmarks append one Row per
+// measured configuration to a JSON-lines file; Print reads them back.
+package nodebench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Kinds of rows.
+const (
+	KindLatency = "latency"
+	KindOOM     = "oom"
+	KindSync    = "sync"
+)
+
+// Who evicted a pod, as the harness's watch saw it first.
+const (
+	ByEvictd  = "evictd"  // deletion timestamp set: an API eviction (the kubelet evicts locally, never through the API)
+	ByKubelet = "kubelet" // status Failed, reason Evicted: the kubelet's own eviction
+)
+
+// Row is one configuration's result.
+type Row struct {
+	Kind string `json:"kind"`
+	// Name is the configuration, e.g. "evictd (DaemonSet) + kubelet, 10 s polling".
+	Name string `json:"name"`
+	// Key orders rows and pairs them across tables: "evictd", "kubelet-polling", "kubelet-memcg".
+	Key string `json:"key"`
+	// Rate is the OOM row's ramp (bytes per second).
+	Rate int64 `json:"rate,omitempty"`
+	// Threshold and Headroom (bytes): the kubelet's memory.available hard
+	// threshold, and the distance from the crossing to the kubepods
+	// cgroup's limit, where the kernel OOM-kills.
+	Threshold int64     `json:"threshold"`
+	Headroom  int64     `json:"headroom"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	// Load is /proc/loadavg's first three fields at start and end.
+	Load    [2]string      `json:"load"`
+	Latency []LatencyTrial `json:"latency,omitempty"`
+	OOM     []OOMTrial     `json:"oom,omitempty"`
+	Sync    []SyncWindow   `json:"sync,omitempty"`
+}
+
+// LatencyTrial is one crossing. Err is set when the trial did not
+// complete (it is then left out of the percentiles and counted).
+type LatencyTrial struct {
+	Accepted  time.Duration `json:"accepted"` // crossing → eviction seen accepted in the API
+	Empty     time.Duration `json:"empty"`    // crossing → the pod's cgroup holds no process
+	EvictedBy string        `json:"evictedBy"`
+	OOMKills  int           `json:"oomKills"`
+	Err       string        `json:"err,omitempty"`
+}
+
+// OOMTrial is one ramp past the threshold towards the kubepods limit.
+type OOMTrial struct {
+	OOMKills  int    `json:"oomKills"`  // kernel OOM kills in the kubepods cgroup (kernel log)
+	Evicted   bool   `json:"evicted"`   // the pod was evicted (by anyone) before the trial ended
+	EvictedBy string `json:"evictedBy"` // who
+	// Rate is the ramp's speed the harness's sampler saw just before the
+	// crossing (bytes per second), 0 when it saw too few samples.
+	Rate float64 `json:"rate"`
+	Err  string  `json:"err,omitempty"`
+}
+
+// SyncWindow is evictd's own metrics over a window of an idle node.
+type SyncWindow struct {
+	Pods   int           `json:"pods"` // pods on the node (evictd's included)
+	Window time.Duration `json:"window"`
+	// Count, Sum: synchronizes in the window and their total duration
+	// (evictd_synchronize_duration_seconds); P50, P99 estimated from its
+	// buckets as Prometheus's histogram_quantile does.
+	Count uint64        `json:"count"`
+	Sum   time.Duration `json:"sum"`
+	P50   time.Duration `json:"p50"`
+	P99   time.Duration `json:"p99"`
+	// CPU is evictd's CPU time in the window (process_cpu_seconds_total):
+	// synchronizes, its informer and its HTTP server together.
+	CPU time.Duration `json:"cpu"`
+	// RSS is process_resident_memory_bytes at the window's end; Heap is
+	// go_memstats_heap_inuse_bytes.
+	RSS  float64 `json:"rss"`
+	Heap float64 `json:"heap"`
+}
+
+// Append adds a row to the JSON-lines file path.
+func Append(path string, r Row) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err == nil {
+		_, err = f.Write(append(b, '\n'))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Read reads the rows of a JSON-lines file.
+func Read(path string) ([]Row, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseRows(f)
+}
+
+func parseRows(r io.Reader) ([]Row, error) {
+	var rows []Row
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var row Row
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, sc.Err()
+}
+
+// keyOrder is the rows' order in every table: evictd first, the baseline
+// of the ratios.
+var keyOrder = []string{"evictd", "kubelet-polling", "kubelet-memcg"}
+
+func byKey(a, b Row) int {
+	if d := slices.Index(keyOrder, a.Key) - slices.Index(keyOrder, b.Key); d != 0 {
+		return d
+	}
+	return int(a.Rate - b.Rate)
+}
+
+// Percentile is the nearest-rank percentile (p in 0–100) of d: with fewer
+// than 100 values p99 is the largest.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func secs(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "—"
+	case d < time.Second:
+		return fmt.Sprintf("%.3f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+func ratio(a, base time.Duration) string {
+	if a == 0 || base == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("×%.1f", float64(a)/float64(base))
+}
+
+// Print writes the tables: latencies, OOM kills per ramp, synchronize cost.
+func Print(w io.Writer, rows []Row) {
+	rows = slices.Clone(rows)
+	slices.SortStableFunc(rows, byKey)
+	var lat, oom, syn []Row
+	for _, r := range rows {
+		switch r.Kind {
+		case KindLatency:
+			lat = append(lat, r)
+		case KindOOM:
+			oom = append(oom, r)
+		case KindSync:
+			syn = append(syn, r)
+		}
+	}
+	if len(lat) > 0 {
+		printLatency(w, lat)
+	}
+	if len(oom) > 0 {
+		printOOM(w, oom)
+	}
+	if len(syn) > 0 {
+		printSync(w, syn)
+	}
+}
+
+func printLatency(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "Crossing → eviction accepted by the API, and → the pod's cgroup empty (threshold memory.available<%dMi)\n", rows[0].Threshold>>20)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "configuration\ttrials\taccepted p50\tp99\tratio p50\tcgroup empty p50\tp99\tratio p50\tevicted by\tOOM kills\tfailed\tload (start → end)\t")
+	var base0, base1 time.Duration
+	for i, r := range rows {
+		var acc, emp []time.Duration
+		by := map[string]int{}
+		kills, failed := 0, 0
+		for _, t := range r.Latency {
+			kills += t.OOMKills
+			if t.Err != "" {
+				failed++
+				continue
+			}
+			acc = append(acc, t.Accepted)
+			emp = append(emp, t.Empty)
+			by[t.EvictedBy]++
+		}
+		a50, a99, e50, e99 := Percentile(acc, 50), Percentile(acc, 99), Percentile(emp, 50), Percentile(emp, 99)
+		if i == 0 {
+			base0, base1 = a50, e50
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s → %s\t\n", r.Name, len(acc), secs(a50), secs(a99), ratio(a50, base0),
+			secs(e50), secs(e99), ratio(e50, base1), evictedBy(by), kills, failed, r.Load[0], r.Load[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "accepted: for evictd the pod's deletion timestamp (the Eviction API's 201), for the kubelet alone the pod's status Failed/Evicted, as the harness's watch first saw them.")
+	fmt.Fprintln(w, "p99 is nearest-rank: with fewer than 100 trials, the largest. Ratios are to the first row.")
+	fmt.Fprintln(w)
+}
+
+func evictedBy(by map[string]int) string {
+	var parts []string
+	for _, k := range []string{ByEvictd, ByKubelet} {
+		if by[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printOOM(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "Kernel OOM kills at memory ramps, %d MiB of headroom between the eviction threshold and the kubepods limit\n", rows[0].Headroom>>20)
+	// One line per ramp rate, one column group per configuration.
+	var rates []int64
+	var keys []string
+	names := map[string]string{}
+	cell := map[string]Row{}
+	for _, r := range rows {
+		if !slices.Contains(rates, r.Rate) {
+			rates = append(rates, r.Rate)
+		}
+		if !slices.Contains(keys, r.Key) {
+			keys = append(keys, r.Key)
+			names[r.Key] = r.Name
+		}
+		cell[fmt.Sprint(r.Key, r.Rate)] = r
+	}
+	slices.Sort(rates)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "ramp\t")
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s:\ttrials\tOOM kills\ttrials with one\tevictions\t", names[k])
+	}
+	fmt.Fprintln(tw, "seen ramp (median)\t")
+	for _, rate := range rates {
+		fmt.Fprintf(tw, "%s\t", rateString(float64(rate)))
+		var seen []float64
+		for _, k := range keys {
+			r, ok := cell[fmt.Sprint(k, rate)]
+			if !ok {
+				fmt.Fprint(tw, "\t—\t—\t—\t—\t")
+				continue
+			}
+			n, kills, with, ev := 0, 0, 0, 0
+			for _, t := range r.OOM {
+				if t.Err != "" {
+					continue
+				}
+				n++
+				kills += t.OOMKills
+				if t.OOMKills > 0 {
+					with++
+				}
+				if t.Evicted {
+					ev++
+				}
+				if t.Rate > 0 {
+					seen = append(seen, t.Rate)
+				}
+			}
+			fmt.Fprintf(tw, "\t%d\t%d\t%d/%d\t%d/%d\t", n, kills, with, n, ev, n)
+		}
+		slices.Sort(seen)
+		s := "—"
+		if len(seen) > 0 {
+			s = rateString(seen[len(seen)/2])
+		}
+		fmt.Fprintf(tw, "%s\t\n", s)
+	}
+	tw.Flush()
+	for _, k := range keys {
+		var loads []string
+		for _, rate := range rates {
+			if r, ok := cell[fmt.Sprint(k, rate)]; ok {
+				loads = append(loads, r.Load[0]+" → "+r.Load[1])
+			}
+		}
+		fmt.Fprintf(w, "load (%s): %s\n", names[k], strings.Join(loads, "; "))
+	}
+	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler.")
+	fmt.Fprintln(w)
+}
+
+func rateString(r float64) string {
+	if r >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB/s", r/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB/s", r/(1<<20))
+}
+
+func printSync(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "evictd's synchronize and memory on an idle node, from its own /metrics")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pods on the node\twindow\tsynchronizes\tmean\tp50\tp99\tratio mean\tCPU\tratio CPU\tRSS\tratio RSS\theap in use\tload (start → end)\t")
+	for _, r := range rows {
+		var base SyncWindow
+		for i, s := range r.Sync {
+			if i == 0 {
+				base = s
+			}
+			mean := time.Duration(0)
+			if s.Count > 0 {
+				mean = s.Sum / time.Duration(s.Count)
+			}
+			bmean := time.Duration(0)
+			if base.Count > 0 {
+				bmean = base.Sum / time.Duration(base.Count)
+			}
+			rss := "—"
+			if base.RSS > 0 {
+				rss = fmt.Sprintf("×%.2f", s.RSS/base.RSS)
+			}
+			load := ""
+			if i == len(r.Sync)-1 {
+				load = r.Load[0] + " → " + r.Load[1]
+			}
+			cpu := fmt.Sprintf("%.2f %%", 100*s.CPU.Seconds()/s.Window.Seconds())
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%s\t%.1f MiB\t%s\t\n", s.Pods, s.Window.Round(time.Second), s.Count,
+				msecs(mean), msecs(s.P50), msecs(s.P99), ratio(mean, bmean), cpu, ratio(s.CPU, base.CPU), s.RSS/(1<<20), rss, s.Heap/(1<<20), load)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "mean, p50, p99: wall time of one synchronize (evictd_synchronize_duration_seconds; p50/p99 estimated from its buckets, 0.5 ms × 2ⁿ, as histogram_quantile does); an idle node synchronizes every 10 s.")
+	fmt.Fprintln(w, "CPU: evictd's CPU time over the window (process_cpu_seconds_total), % of one core.")
+	fmt.Fprintln(w)
+}
+
+func msecs(d time.Duration) string {
+	if d == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
