@@ -145,6 +145,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		}
 	}()
 	st.Pods, n.Pods = pods, pods
+	pods.Vanished = st.Vanished
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
@@ -169,7 +170,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
 	if o.Shadow {
-		n.Shadow = &Shadow{Log: o.Log}
+		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
 			return nil, err

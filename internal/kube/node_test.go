@@ -296,6 +296,12 @@ func TestRealShadowMode(t *testing.T) {
 	}
 	// The log line follows the report (Shadow logs after it publishes).
 	waitUntil(t, "the shadow log line", func() bool { return strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") })
+	// The kubelet's eviction wakes evictd, which decides again at once (as
+	// after an eviction of its own): hog's processes still run here, so
+	// the next pod in its ranking.
+	waitUntil(t, "the decision after the kubelet's eviction", func() bool {
+		return strings.Contains(s.logs.String(), "pod=work/small signal=allocatableMemory.available grace=1s trigger=wake wake_source=shadow")
+	})
 	evs, _ := s.srv.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	for _, e := range evs.Items {
 		if e.Source.Component == Component {
