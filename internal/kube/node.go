@@ -15,6 +15,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -99,6 +100,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	if col.PodsCgroup() == "" {
 		return nil, collect.ErrNoPodsCgroup
+	}
+	if in, err := host.InInitPIDNamespace("/proc"); err == nil && !in {
+		o.Log.Warn("evictd is not in the host's PID namespace: other pods' cgroup.procs read empty here, so their process counts are 0 (the PID ranking) and the local fallback finds nothing to kill; run evictd's pod with hostPID: true, as deploy/kubernetes/ does")
 	}
 	n.Collector, n.Stats = col, st
 
