@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -52,9 +53,9 @@ type Stats struct {
 	Log       *slog.Logger
 
 	mu       sync.Mutex
-	index    podIndexes      // replaced, never mutated, per call
-	seen     map[string]bool // pod UIDs with a cgroup at the last discovery
-	diskErr  string          // the last disk-source state ("" = fine)
+	index    podIndexes        // replaced, never mutated, per call
+	seen     map[string]string // pod UID → its cgroup directory, at the last discovery
+	diskErr  string            // the last disk-source state ("" = fine)
 	diskSeen bool
 }
 
@@ -172,7 +173,7 @@ func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		}
 	}
 	s.mu.Lock()
-	s.index, s.seen = idx, uidsOf(ws)
+	s.index, s.seen = idx, s.dirsOf(ws)
 	s.mu.Unlock()
 	sum, err := s.Collector.SummaryOf(ctx, kept)
 	if err != nil {
@@ -273,10 +274,12 @@ func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
 	return "", false
 }
 
-func uidsOf(ws []collect.Workload) map[string]bool {
-	m := make(map[string]bool, len(ws))
+// dirsOf maps the discovered pods' UIDs to their cgroup directories.
+func (s *Stats) dirsOf(ws []collect.Workload) map[string]string {
+	root, _ := s.Collector.MemoryRoot()
+	m := make(map[string]string, len(ws))
 	for _, w := range ws {
-		m[w.PodUID] = true
+		m[w.PodUID] = root + w.Cgroup
 	}
 	return m
 }
@@ -287,18 +290,26 @@ func uidsOf(ws []collect.Workload) map[string]bool {
 // has not heard yet — it is away, or the pod's status is on its way. The
 // kubelet no longer counts them among its active pods; with no stats, the
 // ranking would put them first. (A pod that has started no container may
-// have no cgroup yet: it is not vanished.) Pods whose cgroup the last
-// discovery saw are not looked for again; the others by a fresh discovery,
-// which must find some pod cgroup to be believed.
+// have no cgroup yet: it is not vanished.) It is called for every pod list
+// the agent takes, before the stats, so it looks fresh but cheap: a pod is
+// checked by the existence of the directory the last discovery found it
+// in, and only pods not found that way by a fresh discovery, which must
+// find some pod cgroup to be believed.
 func (s *Stats) Vanished(pods []*v1.Pod) map[types.UID]bool {
 	s.mu.Lock()
 	seen := s.seen
 	s.mu.Unlock()
 	var check []*v1.Pod
 	for _, p := range pods {
-		if started(p) && !seen[cgroupUID(p)] {
-			check = append(check, p)
+		if !started(p) {
+			continue
 		}
+		if dir, ok := seen[cgroupUID(p)]; ok {
+			if _, err := os.Stat(dir); err == nil {
+				continue
+			}
+		}
+		check = append(check, p)
 	}
 	if len(check) == 0 {
 		return nil
@@ -307,13 +318,13 @@ func (s *Stats) Vanished(pods []*v1.Pod) map[types.UID]bool {
 	if err != nil || len(ws) == 0 {
 		return nil
 	}
-	now := uidsOf(ws)
+	now := s.dirsOf(ws)
 	s.mu.Lock()
 	s.seen = now
 	s.mu.Unlock()
 	var out map[types.UID]bool
 	for _, p := range check {
-		if !now[cgroupUID(p)] {
+		if _, ok := now[cgroupUID(p)]; !ok {
 			if out == nil {
 				out = map[types.UID]bool{}
 			}
