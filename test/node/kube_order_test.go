@@ -66,12 +66,13 @@ const (
 // hold their memory; then a critical pod (system-cluster-critical, never
 // evicted by either) grows until the pods cgroup is 236 MiB past the
 // kubelet's threshold, so that the pods must go one after the other, four
-// in a row. Run once with evictd acting (its evictions, in the order the API
-// server recorded them) and once in shadow mode where the kubelet acts (the
-// kubelet's evictions, and evictd's record of each: decided, and how much
-// earlier). Both orders must equal the one evictd's policy computes from
-// the pods (their QoS, priority and usage), with the kubelet's own
-// configuration file.
+// in a row. Run once with evictd acting (the evictions in the order the API
+// server recorded them: evictd's, the first at the crossing, and the
+// kubelet's when its tick falls between two of evictd's) and once in shadow
+// mode where the kubelet acts (the kubelet's evictions, and evictd's record
+// of each: decided, and how much earlier). Both orders must equal the one
+// evictd's policy computes from the pods (their QoS, priority and usage),
+// with the kubelet's own configuration file.
 func TestSameOrderAsKubelet(t *testing.T) {
 	c := node.Get(t)
 	for _, pc := range []struct {
