@@ -433,7 +433,11 @@ func staticHogPod(t *testing.T, c *node.Cluster, ns, name, script string) (start
 	return func() {
 		t.Helper()
 		args, _ := json.Marshal(strings.Fields(strings.ReplaceAll(script, ";", " ; ")))
-		if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: v1
+		// Written whole and renamed in: the kubelet, watching the
+		// directory, would read a file still empty (and log it as bad);
+		// it ignores hidden files.
+		tmp := filepath.Join(filepath.Dir(manifest), "."+filepath.Base(manifest))
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s, namespace: %s}
 spec:
@@ -441,6 +445,9 @@ spec:
   containers:
   - {name: hog, image: %s, imagePullPolicy: Never, args: %s}
 `, name, ns, node.WorkImage, args)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, manifest); err != nil {
 			t.Fatal(err)
 		}
 	}
