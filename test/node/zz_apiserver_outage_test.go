@@ -36,6 +36,10 @@ const (
 	outageDeadline  = 2 * time.Second // --local-deadline
 )
 
+// This file's name sorts last: go test runs a package's tests in file
+// order, and the other tests then run on the API server the fixture
+// started, not on the one this test started again.
+
 // TestAPIServerOutage: the node's kube-apiserver stops in the middle of
 // pressure. evictd keeps deciding from its informer's cache and its own
 // stats: on its hard threshold it kills the pod's cgroup itself after the
