@@ -59,9 +59,9 @@ sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory v
 	kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes
 	net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables)
 # Directories the kubelet, containerd and CNI write outside the work
-# directory: removed by teardown when they did not exist before the run.
-# /var/lib/evictd is the DaemonSet's hostPath state directory: left behind,
-# the next node's evictd restored the last node's conditions from it.
+# directory (and /var/lib/evictd, the hostPath of evictd's DaemonSet for its
+# state file): removed by teardown when they did not exist before the run.
+# Left behind, the next node's evictd restored the last node's conditions.
 host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /run/netns /var/lib/cni /var/lib/containerd /opt/containerd /var/lib/evictd)
 # Kubernetes' own iptables chains (v4 and v6, every table).
 kube_chains='KUBE-FIREWALL|KUBE-KUBELET-CANARY|KUBE-IPTABLES-HINT'

@@ -3,7 +3,9 @@ package host
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -242,4 +244,26 @@ func FuzzParseProcCgroup(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The tests run in the host's PID namespace (as the real-cgroup tier
+// requires); a child in a new one is not in it.
+func TestInInitPIDNamespace(t *testing.T) {
+	in, err := InInitPIDNamespace("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in {
+		t.Skip("this test runs in a PID namespace of its own (a container)")
+	}
+	if _, err := InInitPIDNamespace("/nonexistent"); err == nil || !strings.Contains(err.Error(), "/nonexistent/self/ns/pid") {
+		t.Errorf("missing proc root: %v, want an error naming the path", err)
+	}
+	out, err := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "readlink", "/proc/self/ns/pid").CombinedOutput()
+	if err != nil {
+		t.Skipf("unshare --pid: %v %s", err, out)
+	}
+	if strings.Contains(string(out), fmt.Sprint(initPIDNamespaceIno)) {
+		t.Errorf("a child in a new PID namespace reads %s, the host's", out)
+	}
 }

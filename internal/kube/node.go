@@ -15,6 +15,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -100,6 +101,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if col.PodsCgroup() == "" {
 		return nil, collect.ErrNoPodsCgroup
 	}
+	if in, err := host.InInitPIDNamespace("/proc"); err == nil && !in {
+		o.Log.Warn("evictd is not in the host's PID namespace: other pods' cgroup.procs read empty here, so their process counts are 0 (the PID ranking) and the local fallback finds nothing to kill; run evictd's pod with hostPID: true, as deploy/kubernetes/ does")
+	}
 	n.Collector, n.Stats = col, st
 
 	fs := policy.Filesystems{}
@@ -145,6 +149,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		}
 	}()
 	st.Pods, n.Pods = pods, pods
+	pods.Vanished = st.Vanished
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
@@ -169,7 +174,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
 	if o.Shadow {
-		n.Shadow = &Shadow{Log: o.Log}
+		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
 			return nil, err

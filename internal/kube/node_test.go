@@ -296,6 +296,12 @@ func TestRealShadowMode(t *testing.T) {
 	}
 	// The log line follows the report (Shadow logs after it publishes).
 	waitUntil(t, "the shadow log line", func() bool { return strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") })
+	// The kubelet's eviction wakes evictd, which decides again at once (as
+	// after an eviction of its own): hog's processes still run here, so
+	// the next pod in its ranking.
+	waitUntil(t, "the decision after the kubelet's eviction", func() bool {
+		return strings.Contains(s.logs.String(), "pod=work/small signal=allocatableMemory.available grace=1s trigger=wake wake_source=shadow")
+	})
 	evs, _ := s.srv.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	for _, e := range evs.Items {
 		if e.Source.Component == Component {
@@ -377,6 +383,12 @@ func TestRealLocalFallbackAPIServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Policy = cfg
+	// gone: a pod that dies while the API server is away (its cgroup
+	// removed, as the kubelet removes a stopped pod's), which the informer
+	// keeps listing as running.
+	gone := s.srv.RunningPod(t, testPod(s.ns, "gone"), "node-a")
+	goneDir := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, fmt.Sprintf("%s/besteffort/pod%s/%s", s.pods, gone.UID, containerID(gone.Status.ContainerStatuses[0].ContainerID)))
+	goneProc := cgrouptest.StartHog(t, 4, goneDir)
 	_, cancel, done := runNode(t, o)
 	defer cancel()
 	time.Sleep(2 * time.Second)
@@ -384,11 +396,19 @@ func TestRealLocalFallbackAPIServerDown(t *testing.T) {
 		t.Fatalf("evicted before the pressure:\n%s", s.logs.String())
 	}
 	s.srv.StopAPIServer()
+	_ = goneProc.Cmd.Process.Kill()
+	_ = goneProc.Cmd.Wait()
+	cgrouptest.RemoveTree(t, filepath.Dir(goneDir))
 	cgrouptest.StartHog(t, 48, s.hogDir) // hog's container grows by 48 MiB
 	waitUntil(t, "the local kill of hog's cgroup", func() bool { return podCgroupEmpty(t, s.hogDir) })
 	waitUntil(t, "the eviction to be logged", func() bool {
 		return strings.Contains(s.logs.String(), "local freezer+SIGKILL after grace 1s + deadline 1s (eviction API:")
 	})
+	// gone, without stats, would have been ranked first, and its eviction
+	// could neither reach the API nor find anything to kill.
+	if !strings.Contains(s.logs.String(), "has no cgroup on this node any more") || strings.Contains(s.logs.String(), "pod=work/gone signal") {
+		t.Errorf("want gone left out of the ranking, not evicted:\n%s", s.logs.String())
+	}
 
 	// Still away: a few more synchronizes and informer retries.
 	time.Sleep(2 * time.Second)

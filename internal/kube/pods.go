@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -59,8 +60,13 @@ type Pods struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
+	// Vanished, when set, names the pods among the active ones whose
+	// cgroup is gone from this node (Stats.Vanished): they are excluded
+	// as a pod killed locally is, until the informer no longer lists them.
+	Vanished func([]*v1.Pod) map[types.UID]bool
+
 	mu       sync.Mutex
-	excluded map[types.UID]bool // killed locally; see Exclude
+	excluded map[types.UID]bool // killed locally, or vanished; see Exclude
 }
 
 // Exclude leaves the pod with this UID out of Pods until the informer no
@@ -103,6 +109,22 @@ func (p *Pods) Informer() cache.SharedIndexInformer { return p.informer }
 // sorted by namespace and name (the kubelet's order is its pod manager's,
 // which only matters for ties the ranking breaks by sort stability).
 func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
+	out := p.active()
+	if p.Vanished == nil {
+		return out, nil
+	}
+	gone := p.Vanished(out)
+	if len(gone) == 0 {
+		return out, nil
+	}
+	for uid := range gone {
+		p.Exclude(uid)
+	}
+	return slices.DeleteFunc(out, func(pod *v1.Pod) bool { return gone[pod.UID] }), nil
+}
+
+// active lists the informer's active pods less the excluded ones, sorted.
+func (p *Pods) active() []*v1.Pod {
 	objs := p.informer.GetStore().List()
 	out := make([]*v1.Pod, 0, len(objs))
 	p.mu.Lock()
@@ -139,7 +161,7 @@ func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
 		}
 		return out[i].Name < out[j].Name
 	})
-	return out, nil
+	return out
 }
 
 // Get returns the cached pod with this UID (nil when the informer does not

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -33,6 +34,13 @@ type ShadowReport struct {
 type Shadow struct {
 	Log *slog.Logger
 	Now func() time.Time // nil: time.Now
+	// Wake, when set, is woken (source "shadow") each time the kubelet
+	// evicts a pod, so that evictd decides again at once, as it does after
+	// an eviction of its own. The kubelet moves on to its next pod as soon
+	// as the evicted one is cleaned up; a shadow that waited for its next
+	// tick would not have decided that pod yet, and would record the
+	// kubelet's next choice as one it had not made.
+	Wake notify.Sink
 
 	mu       sync.Mutex
 	decided  map[types.UID]time.Time
@@ -111,6 +119,9 @@ func (s *Shadow) observe(p *v1.Pod) {
 		attrs = append(attrs, "evictd_last_decided", r.LastDecided.Namespace+"/"+r.LastDecided.Name)
 	}
 	log.Info("shadow: the kubelet evicted a pod", attrs...)
+	if s.Wake != nil {
+		s.Wake.Wake(notify.Wake{Source: "shadow", At: now})
+	}
 }
 
 // EvictedByKubelet reports whether the kubelet's eviction manager evicted

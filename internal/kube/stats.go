@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -52,8 +53,9 @@ type Stats struct {
 	Log       *slog.Logger
 
 	mu       sync.Mutex
-	index    podIndexes // replaced, never mutated, per call
-	diskErr  string     // the last disk-source state ("" = fine)
+	index    podIndexes        // replaced, never mutated, per call
+	seen     map[string]string // pod UID → its cgroup directory, at the last discovery
+	diskErr  string            // the last disk-source state ("" = fine)
 	diskSeen bool
 }
 
@@ -171,7 +173,7 @@ func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		}
 	}
 	s.mu.Lock()
-	s.index = idx
+	s.index, s.seen = idx, s.dirsOf(ws)
 	s.mu.Unlock()
 	sum, err := s.Collector.SummaryOf(ctx, kept)
 	if err != nil {
@@ -206,10 +208,7 @@ func (s *Stats) logDiskState(state string) {
 	if s.diskSeen && state == s.diskErr {
 		return
 	}
-	log := s.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := s.log()
 	switch {
 	case state == "":
 		log.Info("disk stats from the kubelet's Summary: disk thresholds evaluated")
@@ -273,4 +272,95 @@ func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// dirsOf maps the discovered pods' UIDs to their cgroup directories.
+func (s *Stats) dirsOf(ws []collect.Workload) map[string]string {
+	root, _ := s.Collector.MemoryRoot()
+	m := make(map[string]string, len(ws))
+	for _, w := range ws {
+		m[w.PodUID] = root + w.Cgroup
+	}
+	return m
+}
+
+// Vanished returns the pods among pods that have started a container on
+// this node (a container ID in their status) but whose pod cgroup is gone:
+// the kubelet has stopped them and removed their cgroup, and the API server
+// has not heard yet — it is away, or the pod's status is on its way. The
+// kubelet no longer counts them among its active pods; with no stats, the
+// ranking would put them first. (A pod that has started no container may
+// have no cgroup yet: it is not vanished.) It is called for every pod list
+// the agent takes, before the stats, so it looks fresh but cheap: a pod is
+// checked by the existence of the directory the last discovery found it
+// in, and only pods not found that way by a fresh discovery, which must
+// find some pod cgroup to be believed.
+func (s *Stats) Vanished(pods []*v1.Pod) map[types.UID]bool {
+	s.mu.Lock()
+	seen := s.seen
+	s.mu.Unlock()
+	var check []*v1.Pod
+	for _, p := range pods {
+		if !started(p) {
+			continue
+		}
+		if dir, ok := seen[cgroupUID(p)]; ok {
+			if _, err := os.Stat(dir); err == nil {
+				continue
+			}
+		}
+		check = append(check, p)
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	ws, err := s.Collector.Workloads()
+	if err != nil || len(ws) == 0 {
+		return nil
+	}
+	now := s.dirsOf(ws)
+	s.mu.Lock()
+	s.seen = now
+	s.mu.Unlock()
+	var out map[types.UID]bool
+	for _, p := range check {
+		if _, ok := now[cgroupUID(p)]; !ok {
+			if out == nil {
+				out = map[types.UID]bool{}
+			}
+			out[p.UID] = true
+			s.log().Info("a pod the API lists as running has no cgroup on this node any more: not ranked (the kubelet has stopped it)",
+				"pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+		}
+	}
+	return out
+}
+
+// started reports whether the pod's status names a container the runtime
+// created.
+func started(p *v1.Pod) bool {
+	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for i := range list {
+			if containerID(list[i].ContainerID) != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cgroupUID is the UID the pod's cgroup is named by: a static pod's, which
+// the API shows in its mirror pod's annotation, or the pod's own.
+func cgroupUID(p *v1.Pod) string {
+	if h := p.Annotations[v1.MirrorPodAnnotationKey]; h != "" {
+		return h
+	}
+	return string(p.UID)
+}
+
+func (s *Stats) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
 }

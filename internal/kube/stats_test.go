@@ -155,6 +155,18 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 		t.Errorf("disk stats without a disk source: node fs %v, runtime %v, pod %v", sum.Node.Fs, sum.Node.Runtime, p.EphemeralStorage)
 	}
 
+	// Pod c has started a container (its status has an ID) but has no
+	// cgroup: the kubelet has stopped it and the API has not heard (a
+	// stale informer while the API server is away). A pod that started no
+	// container yet may lack its cgroup: not vanished; nor is pod a.
+	pending := runningPod("ns1", "pending", "0d0d0d0d-1111-2222-3333-444444444444", nil)
+	if got := s.Vanished([]*v1.Pod{a, c, pending}); len(got) != 1 || !got[c.UID] {
+		t.Errorf("vanished %v, want pod c only", got)
+	}
+	if !strings.Contains(logs.String(), "has no cgroup on this node any more") || !strings.Contains(logs.String(), "pod=ns1/c") {
+		t.Errorf("log %q: want one line naming pod c", logs.String())
+	}
+
 	// The engine on this Summary: the kubelet's message names the container.
 	kc := &kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "250Mi"}}
 	cfg, err := policy.ConfigFromKubelet(kc)

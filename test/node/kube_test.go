@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/test/node"
 )
 
@@ -185,74 +187,18 @@ func TestEvictdEvictsFirst(t *testing.T) {
 	}
 }
 
-// TestShadowAgreesWithKubelet: evictd in shadow mode beside the kubelet, on
-// pods of the three QoS classes: the kubelet evicts the Burstable pod that
-// ramps past its request (the kubelet's ranking), evictd changes nothing,
-// and records that it had decided the same pod, and how much earlier.
-func TestShadowAgreesWithKubelet(t *testing.T) {
-	c := node.Get(t)
-	logFile := installEvictd(t, c, "--shadow")
-	ns := c.Namespace(t, "kube-shadow")
-	c.RunPod(t, ns, node.HogPod("guaranteed", "ramp 48Mi 100Mi; hold", "64Mi", "64Mi"))
-	c.RunPod(t, ns, node.HogPod("besteffort", "ramp 16Mi 100Mi; hold", "", ""))
-	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
-	// The kubelet ranks on cAdvisor's stats, which lag: a pod's first 10–20
-	// s read 0, and a pod whose usage stays flat is sampled less often (up
-	// to every 15 s). Seen on this node: a Burstable pod that sat at 8 MiB
-	// and then ramped was still under its 64Mi request in the kubelet's
-	// stats at the crossing, so the kubelet evicted the BestEffort pod while
-	// evictd, reading the cgroups fresh, chose the Burstable one. Here the
-	// pod is well over its request (200 MiB) long before it ramps, so that
-	// stale or fresh, both rank it first.
-	c.RunPod(t, ns, node.HogPod("burstable", fmt.Sprintf("alloc 200Mi; sleep 20s; ramp %d 100Mi; hold", target-200<<20), "64Mi", ""))
-	var victim *corev1.Pod
-	c.WaitFor(t, 120*time.Second, "the kubelet's eviction", func(ctx context.Context) (bool, error) {
-		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for i := range l.Items {
-			if p := &l.Items[i]; p.Status.Phase == corev1.PodFailed {
-				victim = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if victim.Name != "burstable" || victim.Status.Reason != "Evicted" {
-		t.Errorf("the kubelet evicted %s (%s %q), want burstable", victim.Name, victim.Status.Reason, victim.Status.Message)
-	}
-	var line string
-	c.WaitFor(t, 30*time.Second, "evictd's shadow record", func(context.Context) (bool, error) {
-		b, _ := os.ReadFile(logFile)
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, "shadow: the kubelet evicted a pod") {
-				line = l
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	t.Logf("evictd: %s", line)
-	if !strings.Contains(line, "pod="+ns+"/"+victim.Name) || !strings.Contains(line, "evictd_decided=true") || !strings.Contains(line, "lead=") {
-		t.Errorf("shadow record %q: want the same pod decided, with a lead time", line)
-	}
-	// Shadow mode changed nothing: every Evicted event is the kubelet's.
-	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range l.Items {
-		if e.Source.Component == "evictd" {
-			t.Errorf("shadow mode recorded an event: %q", e.Message)
-		}
-	}
-}
-
 // hogTarget is how much a pod must allocate so that, with what the pods
 // cgroup holds now, allocatable memory falls more below level (available)
 // by over: the pods cgroup's limit − level + over − its working set.
 func hogTarget(t *testing.T, c *node.Cluster, level resource.Quantity, over int64) int64 {
+	t.Helper()
+	limit, ws := podsCgroupMemory(t, c)
+	return limit - level.Value() + over - ws
+}
+
+// podsCgroupMemory is the pods cgroup's memory limit (allocatable memory
+// plus the kubelet's hard threshold) and working set now.
+func podsCgroupMemory(t *testing.T, c *node.Cluster) (limit, ws int64) {
 	t.Helper()
 	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
 	if err != nil {
@@ -262,7 +208,17 @@ func hogTarget(t *testing.T, c *node.Cluster, level resource.Quantity, over int6
 	if err != nil || !pc.HasLimit {
 		t.Fatalf("pods cgroup memory: %+v, %v", pc, err)
 	}
-	return int64(pc.Limit) - level.Value() + over - int64(pc.WorkingSet)
+	return int64(pc.Limit), int64(pc.WorkingSet)
+}
+
+// evictedEvents are the Evicted events in ns, the kubelet's and evictd's.
+func evictedEvents(t *testing.T, c *node.Cluster, ns string) []corev1.Event {
+	t.Helper()
+	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
 }
 
 func evictdLog(t *testing.T, logFile, substr string) []string {
@@ -276,63 +232,120 @@ func evictdLog(t *testing.T, logFile, substr string) []string {
 	return out
 }
 
-// TestPDBOnHardThreshold: a hard threshold of evictd's (above the
-// kubelet's, so the kubelet does not act) is met by a pod a
-// PodDisruptionBudget protects; the disruption controller refuses the
-// eviction (429), and evictd deletes the pod at once with the same grace, as
-// the kubelet, which ignores PDBs, would. (A soft threshold's wait is tested
-// on the real API server, TestRealPDB: on this node a soft memory.available
-// threshold watches the machine's memory, which no test pod can exhaust.)
-func TestPDBOnHardThreshold(t *testing.T) {
+// TestPDB: PodDisruptionBudgets refuse evictd's evictions (429, the
+// disruption controller counting the pod, 0 disruptions allowed). On a soft
+// threshold evictd retries and, once the first refusal is --pdb-wait (the
+// default, 10 s) old, deletes the pod with the soft eviction's grace; on a
+// hard threshold it deletes the pod at once with grace 1 s, as the kubelet,
+// which ignores PDBs, would. evictd's thresholds are above the kubelet's
+// (hard memory.available<900Mi, soft allocatableMemory.available<1300Mi),
+// so the kubelet does not act.
+func TestPDB(t *testing.T) {
 	c := node.Get(t)
-	logFile := installEvictd(t, c, "--eviction-hard=memory.available<900Mi")
+	logFile := installEvictd(t, c, "--eviction-hard=memory.available<900Mi",
+		"--eviction-soft=allocatableMemory.available<1300Mi", "--eviction-soft-grace-period=allocatableMemory.available=2s")
 	ns := c.Namespace(t, "kube-pdb")
-	one := intstr.FromInt32(1)
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "hog"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hog"}}}}
-	if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(node.Ctx(t), pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The pod waits until the disruption controller counts it, then holds
-	// 300 MiB below evictd's threshold, 300 MiB above the kubelet's.
-	target := hogTarget(t, c, resource.MustParse("900Mi"), 300<<20)
-	c.RunPod(t, ns, node.HogPod("hog", fmt.Sprintf("alloc 8Mi; sleep 15s; ramp %d 200Mi; hold", target), "64Mi", ""))
-	c.WaitFor(t, 60*time.Second, "the disruption controller to count the pod", func(ctx context.Context) (bool, error) {
-		p, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "hog", metav1.GetOptions{})
-		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, err
-	})
-	var grace *int64
-	c.WaitFor(t, 120*time.Second, "the hog's deletion", func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err == nil && p.DeletionTimestamp != nil {
-			grace = p.DeletionGracePeriodSeconds
-			return true, nil
-		}
-		return false, err
-	})
-	if grace != nil && *grace != 1 {
-		t.Errorf("deletion grace %d, want 1", *grace)
-	}
-	// evictd logs an eviction once the pod's processes are gone (its local
-	// fallback waits for them): a moment after the deletion.
-	var done []string
-	c.WaitFor(t, 30*time.Second, "evictd's log of the deletion", func(context.Context) (bool, error) {
-		done = evictdLog(t, logFile, `method="delete (a PodDisruptionBudget refused the eviction)"`)
-		return len(done) > 0, nil
-	})
-	if len(done) != 1 || len(evictdLog(t, logFile, "eviction failed")) != 0 {
-		t.Fatalf("evictd's log: want one deletion past the PDB at the first attempt:\n%s", strings.Join(evictdLog(t, logFile, "evict"), "\n"))
-	}
-	t.Logf("evictd: %s", done[0])
-	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
+	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Items) != 1 || l.Items[0].Source.Component != "evictd" {
-		t.Errorf("Evicted events %+v, want one from evictd", l.Items)
+	pods := map[string]*corev1.Pod{}
+	one := intstr.FromInt32(1)
+	for _, name := range []string{"soft", "hog"} {
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(node.Ctx(t), pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The pods hold nothing until the test opens their gate.
+		pods[name] = c.RunPod(t, ns, gatedHogPod(name))
+	}
+	for name := range pods {
+		c.WaitFor(t, 60*time.Second, "the disruption controller to count "+name, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, err
+		})
+	}
+	deleted := func(t *testing.T, name string) (grace *int64) {
+		c.WaitFor(t, 120*time.Second, name+"'s deletion", func(ctx context.Context) (bool, error) {
+			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			if err == nil && p.DeletionTimestamp != nil {
+				grace = p.DeletionGracePeriodSeconds
+				return true, nil
+			}
+			return false, err
+		})
+		return grace
+	}
+	// evictd logs an eviction once the pod's processes are gone (its local
+	// fallback waits for them): a moment after the deletion.
+	record := func(t *testing.T, name string) (failed []string, done string) {
+		c.WaitFor(t, 30*time.Second, "evictd's log of "+name+"'s deletion", func(context.Context) (bool, error) {
+			failed = nil
+			for _, l := range evictdLog(t, logFile, "pod="+ns+"/"+name) {
+				switch {
+				case strings.Contains(l, "eviction failed"):
+					failed = append(failed, l)
+				case strings.Contains(l, "msg=evicted"):
+					done = l
+				}
+			}
+			return done != "", nil
+		})
+		for _, l := range append(failed, done) {
+			t.Logf("evictd: %s", l)
+		}
+		if logField(done, "method") != "delete (a PodDisruptionBudget refused the eviction)" {
+			t.Errorf("%s: method %q, want the deletion past the PDB", name, logField(done, "method"))
+		}
+		return failed, done
+	}
+
+	t.Run("soft", func(t *testing.T) {
+		// soft brings allocatable memory 150 MiB under the soft threshold,
+		// 250 MiB over the hard one.
+		openGate(t, col, pods["soft"], fmt.Sprintf("ramp %d 200Mi; hold", hogTarget(t, c, resource.MustParse("1300Mi"), 150<<20)))
+		if g := deleted(t, "soft"); g != nil && *g != 1 {
+			t.Errorf("deletion grace %d, want 1 (the soft eviction's 0, sent as 1)", *g)
+		}
+		failed, done := record(t, "soft")
+		if len(failed) == 0 || !strings.Contains(failed[0], "a PodDisruptionBudget refused the eviction (429)") ||
+			!strings.Contains(failed[0], "deleting the pod if still refused after 10s") {
+			t.Fatalf("want the PDB's refusals before the deletion, the first saying when evictd deletes")
+		}
+		waited := logTime(t, done).Sub(logTime(t, failed[0]))
+		t.Logf("first refusal → deletion: %.1f s, %d refusal(s)", waited.Seconds(), len(failed))
+		if waited < kube.DefaultPDBWait {
+			t.Errorf("deleted %.1f s after the first refusal, want ≥ --pdb-wait %s", waited.Seconds(), kube.DefaultPDBWait)
+		}
+		c.WaitFor(t, 60*time.Second, "soft's memory freed", func(ctx context.Context) (bool, error) {
+			_, ok := podCgroups(t, col)[string(pods["soft"].UID)]
+			return !ok, nil
+		})
+	})
+
+	t.Run("hard", func(t *testing.T) {
+		// hog brings allocatable memory 300 MiB under the hard threshold
+		// (300 MiB above the kubelet's) at once.
+		openGate(t, col, pods["hog"], fmt.Sprintf("alloc %d; hold", hogTarget(t, c, resource.MustParse("900Mi"), 300<<20)))
+		if g := deleted(t, "hog"); g != nil && *g != 1 {
+			t.Errorf("deletion grace %d, want 1", *g)
+		}
+		if failed, _ := record(t, "hog"); len(failed) != 0 {
+			t.Errorf("hard threshold: want the deletion at the first refusal, got %d failure(s)", len(failed))
+		}
+	})
+	events := evictedEvents(t, c, ns)
+	if len(events) != 2 {
+		t.Errorf("%d Evicted events, want one per pod", len(events))
+	}
+	for _, e := range events {
+		if e.Source.Component != "evictd" {
+			t.Errorf("Evicted event from %s for %s", e.Source.Component, e.InvolvedObject.Name)
+		}
 	}
 }
 
@@ -345,24 +358,7 @@ func TestStaticPodNeverEvicted(t *testing.T) {
 	c := node.Get(t)
 	logFile := installEvictd(t, c)
 	ns := c.Namespace(t, "kube-static")
-	manifest := filepath.Join(c.Dir, "manifests", "static-hog.yaml")
-	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: static-hog, namespace: %s}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - {name: hog, image: %s, imagePullPolicy: Never, args: [alloc, 1000Mi, ";", hold]}
-`, ns, node.WorkImage)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.Remove(manifest)
-		c.WaitFor(t, 60*time.Second, "the static pod gone", func(ctx context.Context) (bool, error) {
-			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-	})
+	staticHogPod(t, c, ns, "static-hog", "alloc 1000Mi; hold")()
 	c.WaitFor(t, 90*time.Second, "the static pod's mirror running", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "static-hog-"+c.Node, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -389,11 +385,7 @@ spec:
 	if len(ev) != 1 || !strings.Contains(ev[0], "pod="+ns+"/regular") {
 		t.Errorf("evictd's evictions: %q; want the regular pod only", ev)
 	}
-	l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{FieldSelector: fields.Set{"reason": "Evicted"}.AsSelector().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range l.Items {
+	for _, e := range evictedEvents(t, c, ns) {
 		if e.Source.Component != "evictd" || e.InvolvedObject.Name != "regular" {
 			t.Errorf("Evicted event from %s for %s: %q", e.Source.Component, e.InvolvedObject.Name, e.Message)
 		}
@@ -422,4 +414,41 @@ func sampleCrossing(t *testing.T, col *collect.Collector, threshold resource.Qua
 		}
 	}()
 	return crossed
+}
+
+// staticHogPod returns a function that puts a static pod running the hog
+// with script into the kubelet's manifest directory (its mirror pod in the
+// API is name-<node>). The manifest is removed, and the mirror pod waited
+// out, when the test ends, whether or not the function was called.
+func staticHogPod(t *testing.T, c *node.Cluster, ns, name, script string) (start func()) {
+	t.Helper()
+	manifest := filepath.Join(c.Dir, "manifests", name+".yaml")
+	t.Cleanup(func() {
+		os.Remove(manifest)
+		c.WaitFor(t, 60*time.Second, "the static pod gone", func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, name+"-"+c.Node, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+	return func() {
+		t.Helper()
+		args, _ := json.Marshal(strings.Fields(strings.ReplaceAll(script, ";", " ; ")))
+		// Written whole and renamed in: the kubelet, watching the
+		// directory, would read a file still empty (and log it as bad);
+		// it ignores hidden files.
+		tmp := filepath.Join(filepath.Dir(manifest), "."+filepath.Base(manifest))
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {name: hog, image: %s, imagePullPolicy: Never, args: %s}
+`, name, ns, node.WorkImage, args)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, manifest); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -376,4 +377,97 @@ func diffLines(a, b string) string {
 		}
 	}
 	return out.String()
+}
+
+// StopAPIServer stops the node's kube-apiserver, found by the PID
+// scripts/node.sh recorded in the run's pids file (SIGTERM, SIGKILL after
+// 5 s, as teardown does), and returns a function that starts it again with
+// the same command line, in the run's cgroup (so the no-traffic guard still
+// counts its packets), logging to the same file, and waits until it is
+// ready. The new PID replaces the old one in the pids file, so that
+// teardown stops it. If the test ends with the server stopped, its cleanup
+// starts it again: the tests after it need it.
+func (c *Cluster) StopAPIServer(t testing.TB) (restart func()) {
+	t.Helper()
+	pids := filepath.Join(c.Dir, "pids")
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if name, p, ok := strings.Cut(l, " "); ok && name == "kube-apiserver" {
+			fmt.Sscanf(p, "%d", &pid)
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("%s names no kube-apiserver", pids)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("kube-apiserver (pid %d): %v", pid, err)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if filepath.Base(args[0]) != "kube-apiserver" {
+		t.Fatalf("pid %d runs %q, not kube-apiserver", pid, args[0])
+	}
+	if err := stopPID(pid, 5*time.Second); err != nil {
+		t.Fatalf("stopping kube-apiserver (pid %d): %v", pid, err)
+	}
+	stopped := true
+	restart = func() {
+		t.Helper()
+		if !stopped {
+			return
+		}
+		stopped = false
+		logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kube-apiserver.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logf.Close()
+		cg, err := os.Open(c.Cgroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cg.Close()
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting kube-apiserver again: %v", err)
+		}
+		go cmd.Wait() // reaped when teardown stops it
+		old := fmt.Sprintf("kube-apiserver %d\n", pid)
+		now := fmt.Sprintf("kube-apiserver %d\n", cmd.Process.Pid)
+		cur, _ := os.ReadFile(pids)
+		if err := os.WriteFile(pids, []byte(strings.Replace(string(cur), old, now, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitFor(t, 60*time.Second, "kube-apiserver ready again", func(ctx context.Context) (bool, error) {
+			err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+			return err == nil, nil
+		})
+	}
+	t.Cleanup(restart)
+	return restart
+}
+
+// stopPID sends SIGTERM, waits up to grace for the process to go, then
+// SIGKILLs it and waits up to 10 s more.
+func stopPID(pid int, grace time.Duration) error {
+	for _, step := range []struct {
+		sig  unix.Signal
+		wait time.Duration
+	}{{unix.SIGTERM, grace}, {unix.SIGKILL, 10 * time.Second}} {
+		if err := unix.Kill(pid, step.sig); err != nil {
+			return nil // gone already
+		}
+		for deadline := time.Now().Add(step.wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if unix.Kill(pid, 0) != nil {
+				return nil
+			}
+		}
+	}
+	return errors.New("still running 10 s after SIGKILL")
 }

@@ -87,10 +87,17 @@ func (c *Cluster) RunPod(t testing.TB, ns string, p *corev1.Pod) *corev1.Pod {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(Ctx(t), p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod %s/%s: %v", ns, p.Name, err)
 	}
+	return c.WaitRunning(t, ns, p.Name)
+}
+
+// WaitRunning waits until the pod ns/name runs, and fails the test when it
+// ends first.
+func (c *Cluster) WaitRunning(t testing.TB, ns, name string) *corev1.Pod {
+	t.Helper()
 	var got *corev1.Pod
-	c.WaitFor(t, 60*time.Second, "pod "+ns+"/"+p.Name+" Running", func(ctx context.Context) (bool, error) {
+	c.WaitFor(t, 60*time.Second, "pod "+ns+"/"+name+" Running", func(ctx context.Context) (bool, error) {
 		var err error
-		got, err = c.Client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		got, err = c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -98,7 +105,7 @@ func (c *Cluster) RunPod(t testing.TB, ns string, p *corev1.Pod) *corev1.Pod {
 		case corev1.PodRunning:
 			return true, nil
 		case corev1.PodFailed, corev1.PodSucceeded:
-			return false, fmt.Errorf("pod %s/%s ended: %s %s %s", ns, p.Name, got.Status.Phase, got.Status.Reason, got.Status.Message)
+			return false, fmt.Errorf("pod %s/%s ended: %s %s %s", ns, name, got.Status.Phase, got.Status.Reason, got.Status.Message)
 		}
 		return false, nil
 	})
