@@ -94,7 +94,8 @@ func (m *MemcgThreshold) Threshold() int64 {
 // from (the one the caller just decided on). It does nothing and returns
 // false when a registration was built less than RefreshInterval before now
 // (the kubelet rate-limits the same way, so a loop woken often does not
-// churn eventfds) or when the threshold is unchanged.
+// churn eventfds) unless that registration is stale (below), or when the
+// threshold is unchanged.
 //
 // A crossing while registering is not lost: the usage is read again once
 // the new registration is in place, and if it has crossed usageThreshold
