@@ -89,3 +89,37 @@ func TestMemcgThresholdStaleFireRebuilds(t *testing.T) {
 	// delivery.
 	waitWake(t, w, DefaultRefreshInterval, "the working set crossing the eviction threshold after a stale registration fired early")
 }
+
+// Only a stale registration (usage above it, threshold not met) bypasses
+// the rate limit: usage above it with the threshold met is the crossing the
+// registration is for, and usage below it is no fire at all.
+func TestMemcgThresholdStaleOnlyBypassesRateLimit(t *testing.T) {
+	s, _, _, _, m := newMemcgFixture(t)
+	const gi = 1 << 30
+	t0 := time.Unix(1000, 0)
+	u := usage(t, s.Parent.Memory) // an empty cgroup: well below 1 GiB
+	if rebuilt, err := m.Update(t0, 1*gi, u); err != nil || !rebuilt {
+		t.Fatalf("first Update: rebuilt=%v err=%v", rebuilt, err)
+	}
+	for _, c := range []struct {
+		what            string
+		threshold, used int64
+		want            bool
+	}{
+		{"usage below the registration", 2 * gi, u, false},
+		{"usage above the registration, threshold met", 2 * gi, 3 * gi, false},
+		{"usage above the registration, threshold not met (stale)", 4 * gi, 3 * gi, true},
+		{"usage below the new registration", 5 * gi, 3 * gi, false},
+	} {
+		rebuilt, err := m.Update(t0.Add(time.Second), c.threshold, c.used)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rebuilt != c.want {
+			t.Errorf("%s: rebuilt=%v within the rate limit, want %v", c.what, rebuilt, c.want)
+		}
+	}
+	if got := m.Threshold(); got != 4*gi {
+		t.Fatalf("registered %d, want the stale rebuild's %d", got, 4*gi)
+	}
+}
