@@ -116,7 +116,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	psiWindow := fs.Duration("psi-window", notify.DefaultPSIWindow, "PSI trigger: window (a multiple of 2s, up to 10s)")
 	fastMin := fs.Duration("fast-poll-min", notify.DefaultFastPollMin, "fast poll: shortest interval (near a threshold)")
 	fastMax := fs.Duration("fast-poll-max", notify.DefaultFastPollMax, "fast poll: longest interval (far from any threshold)")
-	refresh := fs.Duration("notifier-refresh", notify.DefaultRefreshInterval, "rebuild the memcg threshold registration at most this often (the kubelet's 10s)")
+	refresh := fs.Duration("notifier-refresh", notify.DefaultRefreshInterval, "rebuild the memcg threshold registration at most this often (the kubelet's 10s); one that fired early with the threshold not met is rebuilt at once")
 	hooks := hookFlag{}
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")

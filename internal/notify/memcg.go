@@ -94,17 +94,26 @@ func (m *MemcgThreshold) Threshold() int64 {
 // from (the one the caller just decided on). It does nothing and returns
 // false when a registration was built less than RefreshInterval before now
 // (the kubelet rate-limits the same way, so a loop woken often does not
-// churn eventfds) or when the threshold is unchanged.
+// churn eventfds) unless that registration is stale (below), or when the
+// threshold is unchanged.
 //
 // A crossing while registering is not lost: the usage is read again once
 // the new registration is in place, and if it has crossed usageThreshold
 // since the Summary the sink is woken at once, as the kernel would have.
 //
-// Like the kubelet's, a registration goes stale when inactive_file shrinks
-// after it was built: usage then passes it while the working set is still
-// below the eviction threshold, and no upward event comes until usage falls
-// back or the next rebuild (RefreshInterval) moves it. The periodic
-// synchronize, and the fast poll where it runs, cover that case.
+// A registration goes stale when inactive_file changes after it was built.
+// When it grows (page cache), usage passes the registration while the
+// working set is still below the eviction threshold: the eventfd fires
+// early, the synchronize it wakes finds nothing met, and as the kernel
+// signals only crossings, the working set's real crossing later brings no
+// event. The kubelet waits for its next rebuild (10 s); that cost a node
+// benchmark trial its wake-up. So a stale registration (usage above it,
+// threshold not met) is rebuilt at once, rate limit or not. It cannot
+// churn: each such rebuild needs usage to cross a registration upward
+// again. Decisions do not change, only when the next synchronize comes.
+// When inactive_file shrinks instead, the registration is too high and the
+// crossing's event comes late (once usage reaches it) or not at all; no
+// event says so, and the periodic synchronize's rebuild covers that case.
 func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (rebuilt bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -117,7 +126,10 @@ func (m *MemcgThreshold) Update(now time.Time, usageThreshold, usage int64) (reb
 		// new one now, not after the rate limit.
 		m.unregisterLocked()
 	}
-	if m.eventfd >= 0 && now.Sub(m.lastBuilt) < m.RefreshInterval {
+	// Usage above the registration (the kernel has signalled it) with the
+	// threshold not met (usage at or below usageThreshold): stale.
+	stale := m.eventfd >= 0 && usage > m.threshold && usage <= usageThreshold
+	if m.eventfd >= 0 && !stale && now.Sub(m.lastBuilt) < m.RefreshInterval {
 		return false, nil
 	}
 	m.lastBuilt = now
