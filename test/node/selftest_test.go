@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/test/node"
 )
@@ -173,4 +175,24 @@ func TestSelftestKubernetesNoSuchNode(t *testing.T) {
 		t.Errorf("exit %v, output %q; want 2 and no node \"no-such-node\"", err, out)
 	}
 	noSelftestLeft(t, c)
+}
+
+// TestSelftestKustomize: the node's kubectl renders deploy/kubernetes/selftest/
+// (the manifest `evictd selftest --kubernetes` embeds) to one Pod, with
+// the image and namespace evictd uses by default.
+func TestSelftestKustomize(t *testing.T) {
+	c := node.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "kustomize", filepath.Join("..", "..", "deploy", "kubernetes", "selftest")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/kubernetes/selftest: %v", err)
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(out, &p); err != nil {
+		t.Fatalf("the rendered manifest is not one Pod: %v\n%s", err, out)
+	}
+	if p.Spec.Containers[0].Image != node.EvictdImage || p.Namespace != "kube-system" {
+		t.Errorf("image %q namespace %q, want %q and kube-system", p.Spec.Containers[0].Image, p.Namespace, node.EvictdImage)
+	}
 }
