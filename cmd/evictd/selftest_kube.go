@@ -232,6 +232,11 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 		if code, done, err := podOutcome(cur); err != nil {
 			return fail("pod %s: %v", name, err)
 		} else if done && logged {
+			if code != exitOK && code != exitFindings && code != exitError {
+				// Not the selftest's own status: killed (137 is
+				// SIGKILL, e.g. the container's OOM kill).
+				return fail("pod %s: the container ended with exit code %d (%s)", name, code, terminatedReason(cur))
+			}
 			return code
 		} else if started(cur) && !logged {
 			if err := streamLog(ctx, cs, *k.ns, name, asJSON, stdout, stderr); err != nil {
@@ -267,6 +272,17 @@ func started(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// terminatedReason is the kubelet's reason for the container's end
+// (OOMKilled, Error, …).
+func terminatedReason(p *corev1.Pod) string {
+	for _, s := range p.Status.ContainerStatuses {
+		if t := s.State.Terminated; t != nil {
+			return t.Reason
+		}
+	}
+	return ""
 }
 
 // podOutcome is the pod's exit status once its container ended (done), or
