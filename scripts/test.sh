@@ -102,7 +102,7 @@ apiserver() {
 	local bin=${EVICTD_K8S_BIN:-}
 	[ -n "$bin" ] || bin=$(scripts/node-bins.sh)
 	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 ./internal/kube/...
-	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 -run 'RunKube' ./cmd/evictd/
+	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 -run 'RunKube|SelftestKube' ./cmd/evictd/
 }
 
 node() {

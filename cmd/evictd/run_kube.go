@@ -116,6 +116,23 @@ func kubePolicyConfig(path string, explicit bool, flags *load.EvictionFlags, log
 	return cfg, source, nil
 }
 
+// restConfig is how evictd reaches the API server, in 'run --kubernetes'
+// and 'selftest --kubernetes' alike: the kubeconfig file when one is
+// named, else the in-cluster ServiceAccount.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API server configuration: %w (outside a pod, pass --kubeconfig)", err)
+	}
+	return rc, nil
+}
+
 func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
@@ -137,14 +154,9 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
-	var rc *rest.Config
-	if *kf.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", *kf.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := restConfig(*kf.kubeconfig)
 	if err != nil {
-		return fail("API server configuration: %v (outside a pod, pass --kubeconfig)", err)
+		return fail("%v", err)
 	}
 	o := kube.Options{
 		Rest: rc, Node: *kf.node, Policy: pcfg,

@@ -56,8 +56,7 @@ It needs root (with CAP_DAC_OVERRIDE, which root has unless a container drops
 it: the hierarchy's root directory is read-only even for root) and works on
 cgroup v1 and v2. Every cgroup and process it makes
 is removed before it exits, also on Ctrl-C or SIGTERM (it then exits 2). On a
-Kubernetes node, run it in a pod: kubectl apply -k deploy/kubernetes/selftest/
-(docs/selftest.md).
+Kubernetes node, run it in a pod: --kubernetes, below.
 
 Example (as root):
   evictd selftest
@@ -66,13 +65,14 @@ Example (as root):
 `
 
 func runSelftest(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("selftest", "[flags]", selftestHelp, stdout, stderr)
-	configPath := fs.String("config", "", "the node's KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
+	fs := newFlagSet("selftest", "[flags]", selftestHelp+selftestKubeHelp, stdout, stderr)
+	configPath := fs.String("config", "", "the node's KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply (with --kubernetes: its path on the node, default "+defaultKubeletConfig+")")
 	rates := fs.String("rates", "100Mi,500Mi,2Gi", "comma-separated memory growth rates per second on the node's scale (each is scaled to the sandbox)")
 	trials := fs.Int("trials", 3, "trials per rate")
 	maxPSI := fs.Float64("max-psi", selftest.DefaultMaxPSISomeAvg10, "refuse to run when the host's memory PSI some avg10 is above this (percent)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (the progress goes to stderr)")
 	evFlags := load.RegisterEvictionFlags(fs)
+	kf := registerSelftestKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -92,6 +92,17 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	}
 	if *maxPSI <= 0 || *maxPSI > 100 {
 		return fail("--max-psi %g: want a percentage above 0, at most 100", *maxPSI)
+	}
+	if err := kf.check(fs); err != nil {
+		return fail("%v", err)
+	}
+	if *kf.on {
+		// --config names a file on the node, read in the pod; the
+		// eviction flags are checked here, on the kubelet's defaults.
+		if _, _, _, err := policyConfig("", evFlags); err != nil {
+			return fail("%v", err)
+		}
+		return runSelftestKube(kf, *configPath, podArgs(fs), *asJSON, stdout, stderr)
 	}
 	cfg, source, _, err := policyConfig(*configPath, evFlags)
 	if err != nil {
