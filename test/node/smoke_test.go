@@ -238,6 +238,11 @@ type RecordedEvt struct {
 // leaves in the API and compares it with testdata/kubelet-eviction.json.
 func TestKubeletEvictsMemoryHog(t *testing.T) {
 	c := node.Get(t)
+	// The eviction leaves the node under MemoryPressure for the kubelet's
+	// transition period (20 s), when it rejects the next test's BestEffort
+	// pods: wait it out (registered first, so it runs after the namespace
+	// and the hog are gone).
+	t.Cleanup(func() { waitNoMemoryPressure(t, c) })
 	ns := c.Namespace(t, "smoke-evict")
 	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
 	if err != nil {
