@@ -312,6 +312,16 @@ staticPodPath: $dir/manifests
 podLogsDir: $dir/pod-logs
 volumePluginDir: $dir/volume-plugins
 resolvConf: ""
+# A cluster DNS address, as every real node has: without one the kubelet
+# writes a Warning event "MissingClusterDNS" on the NODE for every pod it
+# starts, and its event recorder passes only 25 events per object and type
+# (client-go's spam filter, then one per 5 min): after ~12 pods it silently
+# dropped the node's EvictionThresholdMet that TestKubeletEvictsMemoryHog
+# reads. No DNS server runs: 127.0.0.1 is the pod's own loopback (the host's
+# for hostNetwork pods, where nothing listens on port 53 either), so a
+# lookup fails at once and no packet leaves loopback.
+clusterDNS: [127.0.0.1]
+clusterDomain: cluster.local
 maxPods: $max_pods
 kernelMemcgNotification: $memcg_notification
 systemReserved:
@@ -376,6 +386,14 @@ up() {
 	wait_for etcd 30 curl -fsS --max-time 2 "http://127.0.0.1:$etcd_port/health"
 	t_etcd=$(now_ms)
 
+	# No watch cache: Debian's etcd 3.4 cannot answer the cache's progress
+	# requests ("RequestWatchProgress feature is not supported"), so a
+	# resource's cache only advances on a write of that resource. After
+	# TestAPIServerOutage restarts the server, clients whose informers hold
+	# a newer resource version than a fresh cache ("Too large resource
+	# version") went stale for minutes: the controller manager never saw
+	# the test's namespace deleted. Served from etcd, lists and watches are
+	# always current; one node's load does not need the cache.
 	start kube-apiserver "$bindir/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
 		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
 		--endpoint-reconciler-type none --service-cluster-ip-range 10.96.0.0/24 \
@@ -384,7 +402,7 @@ up() {
 		--kubelet-certificate-authority "$dir/pki/ca.crt" \
 		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged \
 		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/pki/sa.pub" \
-		--service-account-signing-key-file "$dir/pki/sa.key" --profiling=false
+		--service-account-signing-key-file "$dir/pki/sa.key" --profiling=false --watch-cache=false
 	# containerd and the images meanwhile: the images are imported BEFORE
 	# the kubelet starts (a runtime asked for an image it lacks resolves
 	# the registry's name).

@@ -36,9 +36,20 @@ func (c *Cluster) Namespace(t testing.TB, name string) string {
 		_ = c.Client.CoreV1().Pods(name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = c.Client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 		// Gone from the node before the next test measures memory.
+		var left string
+		defer func() {
+			if left != "" {
+				t.Logf("namespace %s not gone: %s", name, left)
+			}
+		}()
 		c.WaitFor(t, 60*time.Second, "namespace "+name+" gone", func(ctx context.Context) (bool, error) {
-			_, err := c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
+			n, err := c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				left = ""
+				return true, nil
+			}
+			left = describeLeft(ctx, c, n, err)
+			return false, nil
 		})
 	})
 	// The service account controller makes "default" shortly after.
@@ -50,6 +61,28 @@ func (c *Cluster) Namespace(t testing.TB, name string) string {
 		return err == nil, err
 	})
 	return name
+}
+
+// describeLeft says what keeps a deleted namespace: its phase and
+// conditions (the namespace controller's view) and its pods (the
+// kubelet's), for a failed wait.
+func describeLeft(ctx context.Context, c *Cluster, n *corev1.Namespace, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %s, finalizers %v", n.Status.Phase, n.Spec.Finalizers)
+	for _, cond := range n.Status.Conditions {
+		fmt.Fprintf(&b, "; %s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	l, err := c.Client.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return b.String() + "; pods: " + err.Error()
+	}
+	for _, p := range l.Items {
+		fmt.Fprintf(&b, "; pod %s %s deletion %v finalizers %v", p.Name, p.Status.Phase, p.DeletionTimestamp, p.Finalizers)
+	}
+	return b.String()
 }
 
 // HogPod is a pod of the work image running the memory hog with script

@@ -238,6 +238,11 @@ type RecordedEvt struct {
 // leaves in the API and compares it with testdata/kubelet-eviction.json.
 func TestKubeletEvictsMemoryHog(t *testing.T) {
 	c := node.Get(t)
+	// The eviction leaves the node under MemoryPressure for the kubelet's
+	// transition period (20 s), when it rejects the next test's BestEffort
+	// pods: wait it out (registered first, so it runs after the namespace
+	// and the hog are gone).
+	t.Cleanup(func() { waitNoMemoryPressure(t, c) })
 	ns := c.Namespace(t, "smoke-evict")
 	col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
 	if err != nil {
@@ -270,8 +275,10 @@ func TestKubeletEvictsMemoryHog(t *testing.T) {
 		return p.Status.Phase == corev1.PodFailed, nil
 	})
 	failedAt := time.Now()
+	var crossedAt time.Time
 	select {
 	case at := <-crossed:
+		crossedAt = at
 		t.Logf("threshold crossed → pod Failed/%s seen in the API: %.2f s (the kubelet polls every 10 s)", p.Status.Reason, failedAt.Sub(at).Seconds())
 	default:
 		t.Errorf("the pod failed (%s: %s) but the pods cgroup never crossed the threshold", p.Status.Reason, p.Status.Message)
@@ -284,13 +291,22 @@ func TestKubeletEvictsMemoryHog(t *testing.T) {
 		}
 	}
 	// Events are written asynchronously: wait for the pod's Evicted and
-	// the node's EvictionThresholdMet.
+	// the node's EvictionThresholdMet of this eviction. The node's events
+	// outlive the tests (and the kubelet updates one event's count and
+	// lastTimestamp when it repeats): one last written before the crossing
+	// is an earlier test's. (Event times have whole seconds.)
+	since := crossedAt.Truncate(time.Second)
+	defer func() {
+		if t.Failed() {
+			logEvents(t, c, ns, "default")
+		}
+	}()
 	c.WaitFor(t, 30*time.Second, "the eviction's events", func(ctx context.Context) (bool, error) {
-		rec.PodEvents, err = events(ctx, c, ns, fields.Set{"involvedObject.uid": string(p.UID)}, "Evicted", "Killing")
+		rec.PodEvents, err = events(ctx, c, ns, fields.Set{"involvedObject.uid": string(p.UID)}, time.Time{}, "Evicted", "Killing")
 		if err != nil {
 			return false, err
 		}
-		rec.NodeEvents, err = events(ctx, c, "default", fields.Set{"involvedObject.kind": "Node", "involvedObject.name": c.Node}, "EvictionThresholdMet")
+		rec.NodeEvents, err = events(ctx, c, "default", fields.Set{"involvedObject.kind": "Node", "involvedObject.name": c.Node}, since, "EvictionThresholdMet")
 		return err == nil && hasReason(rec.PodEvents, "Evicted") && hasReason(rec.NodeEvents, "EvictionThresholdMet"), err
 	})
 	live, _ := json.MarshalIndent(rec, "", "  ")
@@ -320,13 +336,18 @@ func TestKubeletEvictsMemoryHog(t *testing.T) {
 	}
 }
 
-func events(ctx context.Context, c *node.Cluster, ns string, sel fields.Set, reasons ...string) ([]RecordedEvt, error) {
+// events lists the events of ns that sel selects, with one of the reasons
+// and last written at or after since.
+func events(ctx context.Context, c *node.Cluster, ns string, sel fields.Set, since time.Time, reasons ...string) ([]RecordedEvt, error) {
 	l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel.AsSelector().String()})
 	if err != nil {
 		return nil, err
 	}
 	var out []RecordedEvt
 	for _, e := range l.Items {
+		if e.LastTimestamp.Time.Before(since) {
+			continue
+		}
 		for _, r := range reasons {
 			if e.Reason == r {
 				comp := e.Source.Component
@@ -339,6 +360,25 @@ func events(ctx context.Context, c *node.Cluster, ns string, sel fields.Set, rea
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
 	return out, nil
+}
+
+// logEvents logs every event of the namespaces, for a failed wait: which
+// events the kubelet did write, with their counts and times.
+func logEvents(t *testing.T, c *node.Cluster, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		l, err := c.Client.CoreV1().Events(ns).List(node.Ctx(t), metav1.ListOptions{})
+		if err != nil {
+			t.Logf("events in %s: %v", ns, err)
+			continue
+		}
+		var b strings.Builder
+		for _, e := range l.Items {
+			fmt.Fprintf(&b, "\n  %s %s/%s %s %s %q from %s/%s count %d first %s last %s", e.Name, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Message,
+				e.Source.Component, e.ReportingController, e.Count, e.FirstTimestamp.UTC().Format(time.TimeOnly), e.LastTimestamp.UTC().Format(time.TimeOnly))
+		}
+		t.Logf("%d events in %s (now %s):%s", len(l.Items), ns, time.Now().UTC().Format(time.TimeOnly), b.String())
+	}
 }
 
 func hasReason(es []RecordedEvt, r string) bool {
