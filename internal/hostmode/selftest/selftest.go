@@ -429,7 +429,10 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 		t.Won = false
 		return t, nil
 	}
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-selftest-%d-%d", os.Getpid(), n), p.SandboxBytes)
+	// The PID alone does not make the name unique: in a pod (selftest
+	// --kubernetes) evictd is always PID 1, and one sandbox an interrupted
+	// pod could not remove then blocked every later run with EEXIST.
+	sb, err := sandbox.New(fmt.Sprintf("/evictd-selftest-%d-%d-%s", os.Getpid(), n, strconv.FormatInt(time.Now().UnixNano(), 36)), p.SandboxBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			// The hierarchy's root is read-only (0555) even for root,

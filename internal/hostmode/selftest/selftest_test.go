@@ -305,13 +305,15 @@ func TestInterruptedRunCleansUp(t *testing.T) {
 	if mode == sandbox.V2 {
 		root = sandbox.V2Root
 	}
-	procs := filepath.Join(root, fmt.Sprintf("evictd-selftest-%d-1", cmd.Process.Pid), "workload", "cgroup.procs")
+	pattern := filepath.Join(root, fmt.Sprintf("evictd-selftest-%d-1-*", cmd.Process.Pid), "workload")
 	var hogs []int
 	for deadline := time.Now().Add(60 * time.Second); len(hogs) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the self-test's first workload never appeared in %s", procs)
+			t.Fatalf("the self-test's first workload never appeared in %s", pattern)
 		}
-		hogs, _ = sandbox.Procs(filepath.Dir(procs))
+		if m, _ := filepath.Glob(pattern); len(m) == 1 {
+			hogs, _ = sandbox.Procs(m[0])
+		}
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
