@@ -3,6 +3,7 @@ package cgroup
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 )
@@ -16,6 +17,8 @@ var (
 	ErrNoValue   = errors.New("key without a value")
 	ErrEmpty     = errors.New("file is empty")
 	ErrExtra     = errors.New("unexpected extra content")
+	// ErrDuplicateKey: a flat-keyed file gave a known key twice.
+	ErrDuplicateKey = errors.New("key given twice")
 )
 
 // ParseUint parses a kernel counter. A negative value (v1 counters can read
@@ -84,36 +87,54 @@ type Entry struct {
 
 // Keys interns the key names a file is known to have, so that parsing the
 // file allocates no string for them; unknown keys are still kept, as a new
-// string each.
-type Keys map[string]string
+// string each. Each known name also has an index, with which ParseFlatKeyed
+// finds a known key given twice without allocating.
+type Keys struct {
+	index map[string]int
+	names []string
+}
 
-// NewKeys builds Keys from the known names.
+// maxKnownKeys bounds the known names of one file (the largest, v1's
+// memory.stat, has about 70), so that their seen-set fits in an array on
+// the stack.
+const maxKnownKeys = 256
+
+// NewKeys builds Keys from the known names. More than maxKnownKeys names is
+// a programming error: it panics at package initialization.
 func NewKeys(names ...string) Keys {
-	k := make(Keys, len(names))
-	for _, n := range names {
-		k[n] = n
+	if len(names) > maxKnownKeys {
+		panic(fmt.Sprintf("cgroup.NewKeys: %d names, at most %d", len(names), maxKnownKeys))
+	}
+	k := Keys{index: make(map[string]int, len(names)), names: names}
+	for i, n := range names {
+		k.index[n] = i
 	}
 	return k
 }
 
-// Intern returns the canonical string for b.
-func (k Keys) Intern(b []byte) string {
-	if s, ok := k[string(b)]; ok {
-		return s
+// Intern returns the canonical string for b, and its index among the known
+// names (-1 for an unknown key).
+func (k Keys) Intern(b []byte) (string, int) {
+	if i, ok := k.index[string(b)]; ok {
+		return k.names[i], i
 	}
-	return string(b)
+	return string(b), -1
 }
 
 // ParseFlatKeyed parses a flat-keyed file ("key value" per line: memory.stat,
 // cpu.stat, memory.events, memory.oom_control, pids.events) into entries, in
 // file order. Values are parsed with ParseLimit (so "max" is accepted and
 // negatives clamp to 0). Empty lines are skipped; a line with no value or a
-// value that is not a number is a *ParseError naming the line and token.
+// value that is not a number is a *ParseError naming the line and token, and
+// so is a known key given twice (ErrDuplicateKey): the kernel never writes
+// one, and a reader taking the first while Lookup-style code took the last
+// would disagree about the file (found by FuzzParseMemoryOOMControl).
 func ParseFlatKeyed(r io.Reader, keys Keys, into []Entry) ([]Entry, error) {
 	b, err := Bytes(r)
 	if err != nil {
 		return into, err
 	}
+	var seen [maxKnownKeys / 64]uint64
 	for line := 1; len(b) > 0; line++ {
 		var l []byte
 		l, b = nextLine(b)
@@ -129,7 +150,14 @@ func ParseFlatKeyed(r io.Reader, keys Keys, into []Entry) ([]Entry, error) {
 		if err != nil {
 			return into, &ParseError{Line: line, Token: string(val), Err: err}
 		}
-		into = append(into, Entry{Key: keys.Intern(l[:sp]), Value: v})
+		key, i := keys.Intern(l[:sp])
+		if i >= 0 {
+			if seen[i/64]&(1<<(i%64)) != 0 {
+				return into, &ParseError{Line: line, Token: key, Err: ErrDuplicateKey}
+			}
+			seen[i/64] |= 1 << (i % 64)
+		}
+		into = append(into, Entry{Key: key, Value: v})
 	}
 	return into, nil
 }
