@@ -537,9 +537,9 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	recs := make(chan agent.Record, 16)
 	var logs lockedBuffer // the agent writes while a failing trial reads
 	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
-		Log:// Info: one line per state change, so a failed
-		// trial's error says what the agent saw and did.
-		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		// Info: one line per state change, so a failed trial's error says
+		// what the agent saw and did.
+		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri,
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
