@@ -8,6 +8,8 @@ import (
 	"time"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/safetext"
 )
 
 // Defaults the kubelet v1.37.2 applies, with where they come from.
@@ -139,8 +141,13 @@ type FieldError struct {
 	Err   error
 }
 
+// Error renders one line. A map key is the user's text and the kubelet's
+// message repeats it ("unsupported eviction signal X"), so the field and the
+// cause are escaped: a key holding a newline or a terminal escape cannot
+// split the line or drive the reader's terminal. Printable keys read as the
+// kubelet writes them.
 func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: %q: %v", e.Field, e.Value, e.Err)
+	return fmt.Sprintf("%s: %q: %s", safetext.Escape(e.Field), e.Value, safetext.Escape(fmt.Sprint(e.Err)))
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }
