@@ -58,18 +58,46 @@ browser() {
 # crasher is still saved whole.
 fuzz() {
 	step "fuzz (${FUZZTIME:-2s} per target)"
-	local pkg target out n=0
+	local pkg target n=0
 	for pkg in $(go list ./...); do
 		for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-			if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-2s}" -fuzzminimizetime 0 "$pkg" 2>&1); then
-				echo "$out"
-				echo "fuzz: $pkg $target failed"
-				exit 1
-			fi
+			fuzz_target "$pkg" "$target"
 			n=$((n + 1))
 		done
 	done
 	echo "$n fuzz targets ran"
+}
+
+# Go 1.26's fuzz coordinator can fail a target at the end of a -fuzztime
+# window with a bare "context deadline exceeded" and no input: it compares
+# the deadline context's error with its child's before the cancel has reached
+# the child (golang/go#75804, fixed in Go 1.27). Seen here in two of three
+# runs of the 34 targets (FuzzParseFlatKeyed, FuzzParseCPUStatV2). That one
+# signature (the deadline message, no failing input written, no panic) is run
+# again, at most twice; any other failure fails at once, and a third deadline
+# in a row fails too.
+fuzz_target() {
+	local pkg=$1 target=$2 out try
+	for try in 1 2 3; do
+		if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-2s}" -fuzzminimizetime 0 "$pkg" 2>&1); then
+			return 0
+		fi
+		if [ "$try" -lt 3 ] && fuzz_deadline_race "$out"; then
+			echo "fuzz: $pkg $target: Go's fuzz deadline race (golang/go#75804, no input found); running it again"
+			continue
+		fi
+		echo "$out"
+		echo "fuzz: $pkg $target failed"
+		exit 1
+	done
+}
+
+fuzz_deadline_race() {
+	case $1 in
+	*"Failing input written"* | *"panic:"* | *"fuzzing process hung or terminated unexpectedly"*) return 1 ;;
+	esac
+	# The target's FAIL line followed by the deadline message and nothing of its own.
+	printf '%s\n' "$1" | grep -A1 -- '^--- FAIL: Fuzz' | grep -qx '    context deadline exceeded'
 }
 
 vm() {
