@@ -26,6 +26,8 @@ const module = "github.com/evictd/evictd"
 var corePatterns = []string{
 	module + "/internal/policy/...",
 	module + "/internal/memqos/...",
+	// Pure text escaping: the policy's errors repeat keys the user wrote.
+	module + "/internal/safetext",
 }
 
 // forbidden are import paths (or prefixes ending in "/") that no core package
