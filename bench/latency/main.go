@@ -590,10 +590,10 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			if r.Trigger.Reason != "wake" {
 				src = r.Trigger.Reason
 			}
-			// The decision is made when the engine's Step (and the
-			// wake-ups' re-arming) is done: the trigger plus the agent's
-			// own TriggerToDecision. (Record.Time is earlier: when the
-			// Summary was taken.)
+			// The decision is made when the engine's Step is done: the
+			// trigger plus the agent's own TriggerToDecision. (Record.Time
+			// is earlier: when the Summary was taken. The wake-ups are
+			// re-armed after the kill.)
 			decided := r.Trigger.At.Add(r.TriggerToDecision)
 			s := sample{Detect: decided.Sub(crossT), Wake: r.Trigger.At.Sub(crossT), Sync: r.TriggerToDecision, Source: src}
 			for _, a := range r.Actions {

@@ -390,3 +390,40 @@ func counterValue(c prometheus.Counter) float64 {
 	c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// orderedWorld records whether the kernel thresholds were moved before or
+// after the eviction of the same synchronize.
+type orderedWorld struct {
+	*world
+	calls []string
+}
+
+func (o *orderedWorld) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, ev policy.Eviction) (EvictResult, error) {
+	o.calls = append(o.calls, "evict")
+	return o.world.Evict(ctx, pod, grace, ev)
+}
+
+func (o *orderedWorld) Update(time.Time, *statsv1alpha1.Summary, []policy.ResolvedThreshold) {
+	o.calls = append(o.calls, "update")
+}
+
+// A synchronize that evicts moves the kernel thresholds only after the
+// eviction: a memcg v1 registration waits for an RCU grace period (about
+// 10 ms each), which must not stand between the decision and the kill.
+func TestThresholdsMovedAfterEviction(t *testing.T) {
+	clock := &fakeClock{now: t0, manual: true}
+	o := &orderedWorld{world: newWorld(clock)}
+	o.avail = func(time.Time) int64 { return 512 * mi }
+	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
+		Stats: o, Pods: o, Evictor: o, Updater: o, Clock: clock, Log: logTo(&bytes.Buffer{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.Sync(context.Background(), Trigger{Reason: "wake", At: clock.Now()})
+	if len(r.Decision.Evictions) != 1 {
+		t.Fatalf("evictions %+v", r.Decision.Evictions)
+	}
+	if got := strings.Join(o.calls, ","); got != "evict,update" {
+		t.Fatalf("calls %s, want evict,update", got)
+	}
+}
