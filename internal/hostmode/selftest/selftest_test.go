@@ -100,6 +100,33 @@ func leftovers(t *testing.T, pid int) []string {
 	return out
 }
 
+// evictd woken by the kernel can kill the workload before the crossing
+// watcher's next read (seen under the race detector): that is a won trial,
+// its decision counted at 0 ms, not "the workload ended before it reached
+// the threshold". A watcher that reads once and then sleeps for an hour
+// makes that happen every time.
+func TestRunWatcherSlowerThanEvictd(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	o := options(nil)
+	o.Rates, o.Trials, o.WatchEvery = []int64{100 << 20}, 1, time.Hour
+	p, err := Prepare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), o, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Trials) != 1 {
+		t.Fatalf("%d trials: %+v", len(rep.Trials), rep)
+	}
+	tr := rep.Trials[0]
+	t.Logf("trial: %s", tr.Line())
+	if tr.Error != "" || !tr.Won || tr.DecisionMs == nil || *tr.DecisionMs != 0 || tr.GoneMs == nil {
+		t.Fatalf("want a won trial decided at 0 ms: %+v", tr)
+	}
+}
+
 // The self-test on this kernel with the kubelet's default threshold: every
 // trial ends in an eviction or an OOM kill (never an error), latencies are
 // ordered, the slow ramp — a second between the crossing and the limit — is
