@@ -569,20 +569,30 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	crossed := make(chan time.Time, 1)
 	go watch(ctx, sb, cross, t.watchEvery, t.fifo, crossed)
 	var crossT time.Time
+	early := false  // evictd's kill came before the watcher saw the crossing
+	dead := hogDone // nil once seen, so the loop waits for the record only
 	select {
 	case crossT = <-crossed:
 	case <-hogDone:
 		// Ended before the watcher saw the crossing: the kernel OOM
-		// killer (a steep ramp past the limit), or something no trial
-		// should see — never a sample.
+		// killer (a steep ramp past the limit), or evictd's kill sent
+		// before the watcher's next read (its record says so: counted
+		// with the crossing at the wake-up, Early), or something no trial
+		// should see.
 		if o, _ := sb.OOM(); o.Kills > 0 {
 			return sample{}, true, nil
 		}
-		return sample{}, false, fmt.Errorf("the hog ended before its usage reached the crossing point (%v; no OOM kill; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
+		select {
+		case r := <-recs:
+			crossT, early = r.Trigger.At, true
+			recs <- r
+			dead = nil
+		case <-time.After(15 * time.Second):
+			return sample{}, false, fmt.Errorf("the hog ended before its usage reached the crossing point (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
+		}
 	case <-ctx.Done():
 		return sample{}, false, fmt.Errorf("the hog never crossed the threshold")
 	}
-	dead := hogDone // nil once seen, so the loop waits for the record only
 	for {
 		select {
 		case r := <-recs:
@@ -604,7 +614,7 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 			// A wake-up within the watcher's resolution can come first
 			// (the fast poll read usage just after the watcher did):
 			// counted as 0, and counted (Early) so the table shows it.
-			s.Early = s.Wake < 0
+			s.Early = s.Wake < 0 || early
 			s.Detect, s.Wake = max(0, s.Detect), max(0, s.Wake)
 			o, _ := sb.OOM()
 			return s, o.Kills > 0, nil
