@@ -372,28 +372,50 @@ func waitKubeletMemory(t *testing.T, c *node.Cluster, pods []*corev1.Pod, use ma
 	})
 }
 
+// statusLag is how long a node condition can lag the kubelet's own view:
+// the kubelet reports a change at its next node status update, up to
+// nodeStatusUpdateFrequency (10 s, the default) later, and admits pods by
+// its own view meanwhile. A second more for the API round trip.
+const statusLag = 11 * time.Second
+
 // waitNoMemoryPressure waits until the node reports no MemoryPressure and
-// carries no memory-pressure taint: under it the kubelet rejects BestEffort
-// pods and the scheduler places no pod.
+// carries no memory-pressure taint, throughout statusLag: under pressure
+// the kubelet rejects BestEffort pods and the scheduler places no pod, and
+// a "False" read just after an eviction can be the status from before it
+// (a node run rejected the next test's BestEffort pod "The node had
+// condition: [MemoryPressure]" 6.7 s after an eviction whose cleanup had
+// read False at once).
 func waitNoMemoryPressure(t *testing.T, c *node.Cluster) {
 	t.Helper()
-	c.WaitFor(t, 120*time.Second, "the node without MemoryPressure", func(ctx context.Context) (bool, error) {
+	var clearSince time.Time
+	c.WaitFor(t, 150*time.Second, "the node without MemoryPressure for "+statusLag.String(), func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.Node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeMemoryPressure && cond.Status != corev1.ConditionFalse {
-				return false, nil
-			}
+		if underMemoryPressure(n) {
+			clearSince = time.Time{}
+			return false, nil
 		}
-		for _, taint := range n.Spec.Taints {
-			if taint.Key == corev1.TaintNodeMemoryPressure {
-				return false, nil
-			}
+		if clearSince.IsZero() {
+			clearSince = time.Now()
 		}
-		return true, nil
+		return time.Since(clearSince) >= statusLag, nil
 	})
+}
+
+func underMemoryPressure(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeMemoryPressure && cond.Status != corev1.ConditionFalse {
+			return true
+		}
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == corev1.TaintNodeMemoryPressure {
+			return true
+		}
+	}
+	return false
 }
 
 var logFieldRE = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
