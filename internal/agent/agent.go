@@ -365,7 +365,8 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	// The kernel thresholds are moved after the evictions, not before them
 	// as the kubelet does: registering a memcg v1 threshold waits for an RCU
 	// grace period in the kernel (synchronize_rcu in
-	// mem_cgroup_usage_register_event), 7.5-16 ms each measured here, two
+	// mem_cgroup_usage_register_event), about 20 ms each
+	// (notify's BenchmarkMemcgThresholdRegister), two
 	// per rebuild with allocatableMemory.available. Before, a crossing that
 	// came more than the refresh interval after the last rebuild paid that
 	// between decision and eviction. Decisions are the same; a crossing

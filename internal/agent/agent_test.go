@@ -409,7 +409,7 @@ func (o *orderedWorld) Update(time.Time, *statsv1alpha1.Summary, []policy.Resolv
 
 // A synchronize that evicts moves the kernel thresholds only after the
 // eviction: a memcg v1 registration waits for an RCU grace period (about
-// 10 ms each), which must not stand between the decision and the kill.
+// 20 ms each), which must not stand between the decision and the kill.
 func TestThresholdsMovedAfterEviction(t *testing.T) {
 	clock := &fakeClock{now: t0, manual: true}
 	o := &orderedWorld{world: newWorld(clock)}
