@@ -328,6 +328,24 @@ func TestPDB(t *testing.T) {
 	})
 
 	t.Run("hard", func(t *testing.T) {
+		// A synchronize must first see the soft threshold no longer met:
+		// until one does, the engine keeps its first-observed time from
+		// the soft subtest, whose 2 s grace is long over, so the hog
+		// passing through the soft threshold on its way down is evicted on
+		// it at once and the PDB's refusal is waited out (a CI run: three
+		// refusals before the hard deletion).
+		c.WaitFor(t, 60*time.Second, "evictd to see no threshold met after soft's eviction", func(context.Context) (bool, error) {
+			last := ""
+			for _, l := range evictdLog(t, logFile, "threshold") {
+				switch {
+				case strings.Contains(l, "msg=\"no eviction threshold met any more\""):
+					last = "clear"
+				case strings.Contains(l, "msg=\"eviction thresholds met\""):
+					last = "met"
+				}
+			}
+			return last == "clear", nil
+		})
 		// hog brings allocatable memory 300 MiB under the hard threshold
 		// (300 MiB above the kubelet's) at once.
 		openGate(t, col, pods["hog"], fmt.Sprintf("alloc %d; hold", hogTarget(t, c, resource.MustParse("900Mi"), 300<<20)))
