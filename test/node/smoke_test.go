@@ -95,8 +95,12 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := col.PodsCgroup(); got != collect.PodsCgroupCgroupfs {
-			t.Fatalf("pods cgroup %q, want %q (cgroupfs driver)", got, collect.PodsCgroupCgroupfs)
+		wantPods := collect.PodsCgroupCgroupfs
+		if c.CgroupDriver == "systemd" {
+			wantPods = collect.PodsCgroupSystemd
+		}
+		if got := col.PodsCgroup(); got != wantPods {
+			t.Fatalf("pods cgroup %q, want %q (%s driver)", got, wantPods, c.CgroupDriver)
 		}
 		ws, err := col.Workloads()
 		if err != nil {
@@ -118,10 +122,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			if w.QOS != qos {
 				t.Errorf("pod %s: discovered as %s, want %s", p.Name, w.QOS, qos)
 			}
-			wantCgroup := "/kubepods/" + qos + "/pod" + string(p.UID)
-			if qos == "guaranteed" {
-				wantCgroup = "/kubepods/pod" + string(p.UID)
-			}
+			wantCgroup := podCgroup(c, qos, string(p.UID))
 			if w.Cgroup != wantCgroup {
 				t.Errorf("pod %s: cgroup %s, want %s", p.Name, w.Cgroup, wantCgroup)
 			}
@@ -133,6 +134,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			if !found {
 				t.Errorf("pod %s: container %s not among the discovered %+v", p.Name, id, w.Containers)
 			}
+			t.Logf("%s pod %s: %s, containers %+v", qos, p.UID, w.Cgroup, w.Containers)
 		}
 	})
 
@@ -199,6 +201,26 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			}
 		}
 	})
+}
+
+// podCgroup is where the kubelet puts a pod of the QoS class (lower case)
+// with its driver, relative to the hierarchy's root:
+//
+//	cgroupfs: /kubepods[/<qos>]/pod<uid>
+//	systemd:  /kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid with _>.slice
+//
+// (Guaranteed pods directly under the pods cgroup.)
+func podCgroup(c *node.Cluster, qos, uid string) string {
+	if c.CgroupDriver == "systemd" {
+		if qos == "guaranteed" {
+			return "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		}
+		return "/kubepods.slice/kubepods-" + qos + ".slice/kubepods-" + qos + "-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+	}
+	if qos == "guaranteed" {
+		return "/kubepods/pod" + uid
+	}
+	return "/kubepods/" + qos + "/pod" + uid
 }
 
 func podStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
