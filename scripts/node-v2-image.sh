@@ -50,12 +50,24 @@ mirror() {
 		awk -v c="$codename" '$2 == c && $3 == "main" {print $1; exit}'
 }
 
+# The debootstrap (rootfs/, minutes) is keyed on what it installs; the
+# configured image (root.img, seconds from rootfs/) on that and on
+# configure_rootfs, so a change of the guest's configuration does not
+# download Debian again.
 rootfs_key() {
 	{
 		sed -n '/^rootfs_build() {/,/^}/p' "$0"
 		echo "${guest_packages[*]}"
 		cat "$root/.cache/vm/kernel.package"
 		. /etc/os-release && echo "$VERSION_CODENAME"
+	} | sha256sum | cut -d' ' -f1
+}
+
+image_key() {
+	{
+		rootfs_key
+		sed -n '/^configure_rootfs() {/,/^}/p' "$0"
+		sed -n '/^ext4_image() {/,/^}/p' "$0"
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -66,7 +78,7 @@ rootfs_build() {
 	m=$(mirror)
 	[ -n "$m" ] || die "no apt source for $codename main on this host (apt-get indextargets): cannot debootstrap"
 	scripts/apt-install.sh debootstrap e2fsprogs
-	rm -rf "$tmp" "$cache/rootfs" "$cache/root.img" "$cache/root.key"
+	rm -rf "$tmp" "$cache/rootfs" "$cache/rootfs.key"
 	log "debootstrap $codename (minbase + ${guest_packages[*]})"
 	# Services must not start in the chroot (etcd's and containerd's
 	# postinst would try): policy-rc.d forbids it.
@@ -93,7 +105,6 @@ rootfs_build() {
 	rm -rf "$work"
 	chroot "$tmp" depmod "$kver"
 
-	configure_rootfs "$tmp"
 	mv "$tmp" "$cache/rootfs"
 	log "rootfs ready in $(($(date +%s) - t0)) s ($(du -sm "$cache/rootfs" | cut -f1) MiB)"
 }
@@ -108,8 +119,8 @@ configure_rootfs() {
 	rm -f "$r/var/lib/dbus/machine-id"
 	cat >"$r/etc/fstab" <<'EOF'
 /dev/nvme0n1 / ext4 rw,noatime 0 1
-LABEL=evictd-bins /opt/evictd-node/bin ext4 ro,noatime,nofail 0 0
-LABEL=evictd-run /opt/evictd-node/run ext4 ro,noatime,nofail 0 0
+LABEL=evictd-bins /opt/evictd-node/bin ext4 ro,noatime,nofail,x-systemd.device-timeout=60s 0 0
+LABEL=evictd-run /opt/evictd-node/run ext4 ro,noatime,nofail,x-systemd.device-timeout=60s 0 0
 tmpfs /tmp tmpfs mode=1777,size=256m 0 0
 EOF
 	mkdir -p "$r/opt/evictd-node/bin" "$r/opt/evictd-node/run"
@@ -155,6 +166,9 @@ EOF
 Description=evictd test node (the run disk's setup)
 After=local-fs.target network.target dbus.service
 Requires=dbus.service
+# The run and bins disks are nofail mounts, which local-fs.target does not
+# wait for.
+RequiresMountsFor=/opt/evictd-node/run /opt/evictd-node/bin
 ConditionPathExists=/opt/evictd-node/run/setup.sh
 [Service]
 Type=oneshot
@@ -184,12 +198,20 @@ ext4_image() {
 t0=$(date +%s)
 [ -s "$root/.cache/vm/kernel.package" ] || scripts/vm-deps.sh >/dev/null
 key=$(rootfs_key)
-if [ ! -f "$cache/root.img" ] || [ "$(cat "$cache/root.key" 2>/dev/null)" != "$key" ]; then
+if [ ! -d "$cache/rootfs" ] || [ "$(cat "$cache/rootfs.key" 2>/dev/null)" != "$key" ]; then
 	rootfs_build
+	echo "$key" >"$cache/rootfs.key"
+fi
+key=$(image_key)
+if [ ! -f "$cache/root.img" ] || [ "$(cat "$cache/root.key" 2>/dev/null)" != "$key" ]; then
 	t1=$(date +%s)
+	rm -rf "$cache/rootfs.cfg"
+	cp -a "$cache/rootfs" "$cache/rootfs.cfg"
+	configure_rootfs "$cache/rootfs.cfg"
 	# Free space for containerd's content and snapshots, etcd, the pods'
 	# writable layers and logs.
-	ext4_image "$cache/rootfs" "$cache/root.img" evictd-root 2048
+	ext4_image "$cache/rootfs.cfg" "$cache/root.img" evictd-root 2048
+	rm -rf "$cache/rootfs.cfg"
 	echo "$key" >"$cache/root.key"
 	log "root.img ($(du -m --apparent-size "$cache/root.img" | cut -f1) MiB, $(du -m "$cache/root.img" | cut -f1) MiB on disk) in $(($(date +%s) - t1)) s"
 fi

@@ -42,6 +42,10 @@ v2cache=$root/.cache/node-v2
 v2runs=$v2cache/run
 mem_mi=${EVICTD_NODE_V2_MEM:-4096}
 smp=${EVICTD_NODE_V2_SMP:-2}
+# The tests' hang guards (test/node's WaitFor) are stretched this much in
+# the guest: under emulation a pod takes a minute to start where it takes
+# seconds on the host. A guard only bounds a hang.
+timeout_scale=${EVICTD_NODE_V2_TIMEOUT_SCALE:-5}
 guest_ip=10.0.2.15
 guest_name=evictd-v2
 # The tests the tier runs in the guest (test/node's, by name): see
@@ -119,6 +123,7 @@ CGROUP_DRIVER=systemd
 ALLOCATABLE_MI=$allocatable_mi
 THRESHOLD_MI=$threshold_mi
 MAX_PODS=$max_pods
+TIMEOUT_SCALE=$timeout_scale
 EOF
 	ssh-keygen -q -t ed25519 -N '' -C "evictd-node-v2-$id" -f "$dir/ssh.key"
 	cp "$dir/ssh.key.pub" "$stage/authorized_keys"
@@ -196,7 +201,7 @@ v2wait() {
 	until "$@" >/dev/null 2>&1; do
 		kill -0 "$(cat "$dir/qemu.pid")" 2>/dev/null || die "$what: the VM stopped"
 		[ "$(date +%s)" -lt "$end" ] || die "$what: not after ${secs}s"
-		sleep 1
+		sleep 3
 	done
 }
 
@@ -204,8 +209,11 @@ v2wait() {
 gssh() {
 	local port
 	port=$(awk -F= '$1 == "EVICTD_NODE_V2_SSH_PORT" {print $2}' "$dir/env.host")
+	# One connection, kept open and shared (ControlMaster): an ssh handshake
+	# costs the emulated guest a second of CPU.
 	ssh -q -i "$dir/ssh.key" -p "$port" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-		-o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=8 root@127.0.0.1 "$@"
+		-o ConnectTimeout=30 -o ServerAliveInterval=15 -o ServerAliveCountMax=8 \
+		-o ControlMaster=auto -o ControlPath="$dir/ssh.sock" -o ControlPersist=yes root@127.0.0.1 "$@" 8>&- 9>&-
 }
 
 # current: the running node's run directory (the newest).
@@ -222,6 +230,8 @@ current() {
 v2down_run() {
 	local d=$1 pid t0
 	t0=$(now_ms)
+	# The shared ssh connection first, then the VM.
+	[ -S "$d/ssh.sock" ] && ssh -q -o ControlPath="$d/ssh.sock" -O exit root@127.0.0.1 2>/dev/null || true
 	if [ -f "$d/qemu.pid" ]; then
 		pid=$(cat "$d/qemu.pid")
 		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$d/run.img"; then
@@ -246,13 +256,14 @@ v2down_all() {
 	return 0
 }
 
-# v2check: nothing of a VM node left on the host: no qemu of this
-# checkout's node images, no run folder, no port forward listening.
+# v2check: nothing of a VM node left on the host: no process (qemu, ssh)
+# naming a run folder, no run folder (so no port forward listening either:
+# qemu holds those).
 v2check() {
 	local bad=0 p
-	for p in $(pgrep -f qemu-system-x86_64 || true); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$v2cache/"; then
-			v2log "qemu $p of a VM node still runs"
+	for p in /proc/[0-9]*; do
+		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$v2runs/"; then
+			v2log "process ${p#/proc/} of a VM node still runs: $(tr '\0' ' ' <"$p/cmdline" | cut -c1-120)"
 			bad=1
 		fi
 	done

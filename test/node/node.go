@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +79,10 @@ type Cluster struct {
 	Threshold, Allocatable string
 	// Node is the node's name.
 	Node string
+	// TimeoutScale stretches every WaitFor's hang guard: 1 on the v1 node,
+	// more on the v2 node under emulation, where a pod takes a minute to
+	// start (EVICTD_NODE_TIMEOUT_SCALE in the env file).
+	TimeoutScale int
 	// CgroupDriver is the kubelet's cgroupDriver ("cgroupfs" on the v1
 	// node, "systemd" on the cgroup v2 node in its VM).
 	CgroupDriver string
@@ -257,10 +262,15 @@ func load(repo, dir string) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, repo: repo, Node: envOr(env, "EVICTD_NODE_NAME", "127.0.0.1"), Kubeconfig: env["KUBECONFIG"],
-		CgroupDriver: envOr(env, "EVICTD_NODE_CGROUP_DRIVER", "cgroupfs"), Systemd: env["EVICTD_NODE_SYSTEMD"] == "1",
+		CgroupDriver: envOr(env, "EVICTD_NODE_CGROUP_DRIVER", "cgroupfs"), Systemd: env["EVICTD_NODE_SYSTEMD"] == "1", TimeoutScale: 1,
 		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
 		Bin: env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
 		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
+	if v := env["EVICTD_NODE_TIMEOUT_SCALE"]; v != "" {
+		if c.TimeoutScale, err = strconv.Atoi(v); err != nil || c.TimeoutScale < 1 {
+			return nil, fmt.Errorf("node %s: EVICTD_NODE_TIMEOUT_SCALE=%q: want a whole number ≥ 1", dir, v)
+		}
+	}
 	for k, v := range map[string]string{"KUBECONFIG": c.Kubeconfig, "EVICTD_NODE_KUBELET": c.Kubelet, "EVICTD_NODE_CGROUP": c.Cgroup, "EVICTD_NODE_IMAGES": c.Images} {
 		if v == "" {
 			return nil, fmt.Errorf("node %s: env file lacks %s", dir, k)

@@ -87,7 +87,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 		{"burstable", "32Mi", ""},
 		{"besteffort", "", ""},
 	} {
-		pods[p.qos] = c.RunPod(t, ns, node.HogPod(p.qos, "alloc 24Mi; hold", p.req, p.lim))
+		pods[p.qos] = c.RunPod(t, ns, node.HogPod(p.qos, fmt.Sprintf("alloc %d; hold", hogHolds), p.req, p.lim))
 	}
 
 	t.Run("cgroups", func(t *testing.T) {
@@ -139,8 +139,11 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 	})
 
 	t.Run("stat-summary", func(t *testing.T) {
-		// Pod-level memory reads 0 for the first 10–20 s of a pod (the
-		// kubelet's stats cache): wait until every pod has some.
+		// Pod-level memory reads 0 for the first 10–20 s of a pod, and the
+		// kubelet's figures come from cAdvisor's cache (refreshed every
+		// 10–15 s; on the v2 node under emulation a pod's first sample was
+		// seen taken before its hog had allocated): wait until every pod
+		// shows at least what its hog holds.
 		var kubelet statsapi.Summary
 		c.WaitFor(t, 90*time.Second, "the kubelet's /stats/summary to report the pods' memory", func(ctx context.Context) (bool, error) {
 			b, err := c.KubeletGet(ctx, "/stats/summary")
@@ -153,7 +156,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			}
 			for _, p := range pods {
 				ps := podStats(&kubelet, string(p.UID))
-				if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes == 0 {
+				if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes < hogHolds {
 					return false, nil
 				}
 			}
@@ -222,6 +225,9 @@ func podCgroup(c *node.Cluster, qos, uid string) string {
 	}
 	return "/kubepods/" + qos + "/pod" + uid
 }
+
+// hogHolds is what TestPodsOfEachQoSClass's hogs allocate and hold.
+const hogHolds = 24 << 20
 
 func podStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
 	for i := range s.Pods {
