@@ -52,8 +52,12 @@ const (
 
 // APITimeout bounds every single call to the API server or the kubelet: a
 // call that hangs (a kubectl delete once hung 10 min while the kubelet could
-// not reach its runtime) fails the test instead.
-const APITimeout = 15 * time.Second
+// not reach its runtime) fails the test instead. 15 s, stretched by the
+// node's TimeoutScale when it is loaded (under emulation, on a busy
+// machine, the v2 node's API server was seen to take over 15 s for a GET).
+var APITimeout = apiTimeout
+
+const apiTimeout = 15 * time.Second
 
 // Cluster is a running node.
 type Cluster struct {
@@ -280,6 +284,7 @@ func load(repo, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", dir, err)
 	}
+	APITimeout = apiTimeout * time.Duration(c.TimeoutScale)
 	c.Config.Timeout = APITimeout
 	c.Client, err = kubernetes.NewForConfig(c.Config)
 	if err != nil {
