@@ -162,6 +162,11 @@ func TestMemoryQoSNeverFights(t *testing.T) {
 			t.Errorf("Evicted event from %s for %s: %q", e.Source.Component, e.InvolvedObject.Name, e.Message)
 		}
 	}
+	if t.Failed() {
+		for _, l := range evictdLog(t, logFile, "level=") {
+			t.Logf("evictd: %s", l)
+		}
+	}
 	time.Sleep(15 * time.Second) // a kubelet housekeeping period after the eviction
 	after := read()
 	for f, v := range want {
