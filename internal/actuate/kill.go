@@ -196,7 +196,12 @@ func (k *Killer) hardKill(t Target) error {
 		if err := cgroup.WriteCgroupKill(t.Cgroup); err != nil {
 			return fmt.Errorf("write cgroup.kill: %w", err)
 		}
-		return nil
+		// Then SIGKILL to each process still listed, as a process: Linux
+		// 6.1's cgroup.kill signals a thread group's leader thread alone,
+		// which never delivers it when the leader has exited while other
+		// threads go on (TestKillLeaderExited; the signal sat pending on
+		// the zombie leader).
+		return killLoop(t.Cgroup)
 	case "freezer+SIGKILL":
 		return k.freezeKill(t)
 	default:

@@ -128,7 +128,8 @@ func TestKillForkLoop(t *testing.T) {
 // A workload whose thread-group leader has exited while its other threads
 // go on (after pthread_exit in main, or for a moment while a multi-threaded
 // process exits) is killed: the kernel moves its live threads into the v1
-// freezer cgroup and lists the group there.
+// freezer cgroup and lists the group there. On v2, Linux 6.1's cgroup.kill
+// alone left it running: it signals the exited leader thread only.
 func TestKillLeaderExited(t *testing.T) {
 	mode := sandboxtest.NeedRoot(t)
 	s := sandboxtest.New(t, 0)

@@ -260,20 +260,26 @@ func (h *hogState) parallel(f func(i, n int) error) error {
 	return first
 }
 
+// mapChunk bounds one mmap: under the kernel's heuristic overcommit a single
+// mapping larger than the machine's memory fails, and a hog's job is to
+// run into the cgroup's limit, not into mmap's.
+const mapChunk = 64 << 20
+
 func (h *hogState) touch(n int64) error {
-	if n <= 0 {
-		return nil
+	for n > 0 {
+		c := min(n, mapChunk)
+		b, err := unix.Mmap(-1, 0, int(c), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return fmt.Errorf("mmap %d bytes: %w", c, err)
+		}
+		for i := 0; i < len(b); i += pageSize {
+			b[i] = 1
+		}
+		h.mu.Lock()
+		h.maps = append(h.maps, b)
+		h.mu.Unlock()
+		n -= c
 	}
-	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return fmt.Errorf("mmap %d bytes: %w", n, err)
-	}
-	for i := 0; i < len(b); i += pageSize {
-		b[i] = 1
-	}
-	h.mu.Lock()
-	h.maps = append(h.maps, b)
-	h.mu.Unlock()
 	return nil
 }
 
