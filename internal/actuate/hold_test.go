@@ -17,9 +17,9 @@ import (
 // that ignores SIGTERM and wants 2 GiB at the machine's full speed: left
 // alone, the kernel OOM killer kills it within a fraction of a second.
 const (
-	holdLimit  = 512 << 20
+	holdLimit   = 512 << 20
 	holdAtLeast = 128 << 20 // the hold is put on once the child uses this much
-	holdScript = "ignore-term; threads 2; alloc 2Gi; hold"
+	holdScript  = "ignore-term; threads 2; alloc 2Gi; hold"
 )
 
 func memUsage(s *sandbox.Sandbox, dir string) (uint64, error) {
