@@ -327,8 +327,9 @@ func (k *Killer) track(h *Hold, on bool) {
 	}
 }
 
-// held reports whether a hold is in force on the workload cgroup dir.
-func (k *Killer) held(dir string) bool {
+// Held reports whether a hold is in force on the workload cgroup dir: what
+// keeps a workload's limits (internal/protect) leaves it alone meanwhile.
+func (k *Killer) Held(dir string) bool {
 	k.holdsMu.Lock()
 	defer k.holdsMu.Unlock()
 	return k.holds[dir] > 0

@@ -162,7 +162,7 @@ func TestHoldReleaseLetsItGrow(t *testing.T) {
 	}
 	checkReleased(t, s, c.Memory)
 	waitUsage(t, s, c.Memory, 96<<20)
-	if k.held(c.Memory) {
+	if k.Held(c.Memory) {
 		t.Fatal("the killer still counts the released hold")
 	}
 	select {

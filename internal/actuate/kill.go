@@ -174,7 +174,7 @@ func (k *Killer) hardKillMethod(t Target) string {
 		}
 		return "SIGKILL"
 	}
-	if k.held(t.Cgroup) {
+	if k.Held(t.Cgroup) {
 		// The hold keeps the workload from forking (a fork charges its task
 		// and stack to the cgroup at its limit, or pids.max refuses it), and
 		// its threads sleeping at the limit could not be frozen anyway.

@@ -223,9 +223,19 @@ func populated(dir string, v2 bool) bool {
 	return err == nil && len(pids) > 0
 }
 
-// Evictor kills a host-mode workload's cgroup.
+// Evictor kills a host-mode workload's cgroup, and stops its growth first
+// (agent.Holder).
 type Evictor struct {
 	Killer *actuate.Killer
+}
+
+// Hold implements agent.Holder on the workload's cgroup.
+func (h *Evictor) Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error) {
+	dir := pod.Annotations[workload.CgroupAnnotation]
+	if dir == "" {
+		return nil, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
+	}
+	return h.Killer.Hold(actuate.Target{Name: pod.Name, Cgroup: dir}, r)
 }
 
 // Evict implements agent.Evictor: SIGTERM, then the fork-proof kill at the grace
@@ -237,6 +247,9 @@ func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _
 	}
 	res, err := h.Killer.Kill(ctx, actuate.Target{Name: pod.Name, Cgroup: dir}, grace)
 	out := agent.EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
+	if err != nil && len(res.Terminated) == 0 && res.HardKill == "" {
+		err = fmt.Errorf("%w (%w)", err, agent.ErrUntouched) // not a signal sent
+	}
 	switch {
 	case res.DryRun:
 		out.Method = "dry-run (would SIGTERM, then " + res.HardKill + ")"

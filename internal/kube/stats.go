@@ -274,6 +274,19 @@ func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
 	return "", false
 }
 
+// PodDir finds pod's cgroup directory (absolute) as cheaply as it can: where
+// the last synchronize's discovery found it, else by a fresh discovery. It
+// is on the path from a decision to the victim's hold.
+func (s *Stats) PodDir(pod *v1.Pod) (string, bool) {
+	s.mu.Lock()
+	dir, ok := s.seen[cgroupUID(pod)]
+	s.mu.Unlock()
+	if ok {
+		return dir, true
+	}
+	return s.PodCgroup(types.UID(cgroupUID(pod)))
+}
+
 // dirsOf maps the discovered pods' UIDs to their cgroup directories.
 func (s *Stats) dirsOf(ws []collect.Workload) map[string]string {
 	root, _ := s.Collector.MemoryRoot()

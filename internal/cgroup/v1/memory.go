@@ -234,3 +234,9 @@ func WriteMemoryOOMKillDisable(dir string, disable bool) error {
 	}
 	return cgroup.WriteFile(dir, "memory.oom_control", memcgSince, v)
 }
+
+// ReadMemoryFailcnt reads memory.failcnt: how many times a charge hit
+// memory.limit_in_bytes (a workload held back by its limit counts up).
+func ReadMemoryFailcnt(dir string) (uint64, error) {
+	return cgroup.ReadFile(dir, "memory.failcnt", memcgSince, parseMemoryUsageInBytes)
+}
