@@ -54,6 +54,17 @@ const (
 	MechPidsMax = "pids.max"
 )
 
+// Mechanism is the hold Hold puts on a workload for r in mode.
+func Mechanism(mode Mode, r Resource) string {
+	switch {
+	case r == PIDs:
+		return MechPidsMax
+	case mode == V2:
+		return MechMemoryHigh
+	}
+	return MechMemoryLimit
+}
+
 // memoryLimitMargin is how far above the usage just read the v1 hold puts
 // memory.limit_in_bytes: the usage a fast allocator adds between the read
 // and the write (about 0.1 MiB at 5 GiB/s in the 20 µs between them). A

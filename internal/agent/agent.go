@@ -119,13 +119,16 @@ func RealClock() Clock { return realClock{} }
 
 // Config wires an Agent.
 type Config struct {
-	Engine    *policy.Engine
-	Stats     StatsSource
-	Pods      PodSource
-	Evictor   Evictor
+	Engine  *policy.Engine
+	Stats   StatsSource
+	Pods    PodSource
+	Evictor Evictor
 	// Holder stops a hard eviction's victim from growing at once (nil:
 	// the victim grows on until the evictor's kill, as with the kubelet).
-	Holder    Holder
+	Holder Holder
+	// OOM reads the kernel OOM killer's counters (nil: kernel OOM kills go
+	// unreported).
+	OOM       OOMCounter
 	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
 	Waker     Waker            // nil: timer only
 	Updater   ThresholdUpdater // nil: no kernel thresholds
@@ -163,6 +166,7 @@ type Agent struct {
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
 	faults    faults
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
+	oom       oomWatch
 }
 
 // New checks cfg and returns an Agent.
@@ -224,13 +228,17 @@ type Action struct {
 	Grace  time.Duration `json:"graceNs,omitempty"`
 	// Stop is how the victim's growth was stopped before the eviction
 	// (hard memory and PID thresholds, with a Holder).
-	Stop    *GrowthStop      `json:"growthStop,omitempty"`
-	Result  *EvictResult     `json:"result,omitempty"`
-	Error   string           `json:"error,omitempty"`
-	Reclaim []string         `json:"reclaim,omitempty"`
-	Message string           `json:"message,omitempty"`
-	Evict   *policy.Eviction `json:"-"`
-	pod     *v1.Pod          // the victim, found in the pod source
+	Stop    *GrowthStop  `json:"growthStop,omitempty"`
+	Result  *EvictResult `json:"result,omitempty"`
+	Error   string       `json:"error,omitempty"`
+	Reclaim []string     `json:"reclaim,omitempty"`
+	// OOMKills: for a "kernel-oom-kill" action, the processes the kernel
+	// OOM killer killed; for an eviction, those of the victim it killed
+	// while evictd was evicting it (then the kernel, not evictd, ended it).
+	OOMKills uint64           `json:"oomKills,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Evict    *policy.Eviction `json:"-"`
+	pod      *v1.Pod          // the victim, found in the pod source
 }
 
 // GrowthStop is a victim's hold as the decision log records it.
@@ -413,6 +421,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			}
 			res, err := a.cfg.Evictor.Evict(ctx, act.pod, act.Grace, ev)
 			act.Result = &res
+			a.watchOOM(&rec, act)
 			if err != nil {
 				act.Error = err.Error()
 				if errors.Is(err, ErrUntouched) {
@@ -421,7 +430,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			}
 		}
 		a.logEviction(trig, *act, d)
-		if a.cfg.Metrics != nil && act.Error == "" && !a.cfg.DryRun {
+		if a.cfg.Metrics != nil && act.Error == "" && act.OOMKills == 0 && !a.cfg.DryRun {
 			a.cfg.Metrics.evicted(ev.Signal)
 		}
 		rec.Actions = append(rec.Actions, *act)
@@ -438,6 +447,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if summary != nil && a.cfg.Updater != nil {
 		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
+	a.watchOOM(&rec, nil)
 	rec.Decision = d
 	a.syncs++
 	a.lastSync.Store(clk.Now().UnixNano())
@@ -457,11 +467,11 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	return rec
 }
 
-// holdResource is what an eviction's hold stops: memory and PIDs, for the
-// evictions the kubelet makes at once (a hard threshold's). A soft
-// threshold's victim keeps the grace period the kubelet gives it, and disk
-// has no limit that would not fail the workload's writes.
-func holdResource(ev policy.Eviction) (actuate.Resource, bool) {
+// GrowthStopResource is what an eviction's growth stop holds: memory and
+// PIDs, for the evictions the kubelet makes at once (a hard threshold's). A
+// soft threshold's victim keeps the grace period the kubelet gives it, and
+// disk has no limit that would not fail the workload's writes.
+func GrowthStopResource(ev policy.Eviction) (actuate.Resource, bool) {
 	if !ev.Immediate || ev.Limit {
 		return 0, false
 	}
@@ -478,7 +488,7 @@ func holdResource(ev policy.Eviction) (actuate.Resource, bool) {
 // eviction has nothing to hold. A victim still held from an earlier
 // attempt keeps its hold.
 func (a *Agent) hold(trig Trigger, pod *v1.Pod, ev policy.Eviction) *GrowthStop {
-	r, ok := holdResource(ev)
+	r, ok := GrowthStopResource(ev)
 	if !ok || a.cfg.Holder == nil {
 		return nil
 	}
@@ -587,6 +597,9 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	switch {
 	case act.Error != "":
 		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
+	case act.OOMKills > 0:
+		a.log.Warn("the kernel OOM killer killed processes of the workload while evictd was evicting it",
+			append(attrs, "kernel_oom_kills", act.OOMKills)...)
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
 	default:

@@ -40,6 +40,9 @@ type Metrics struct {
 	// failed, dry-run); GrowthStopLatency is the trigger → limit in force.
 	GrowthStops       *prometheus.CounterVec
 	GrowthStopLatency *prometheus.HistogramVec
+	// KernelOOMKills counts the kernel OOM killer's kills by pod (pod ""
+	// for kills outside the workloads evictd watches).
+	KernelOOMKills *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -78,7 +81,10 @@ func NewMetrics() *Metrics {
 	m.GrowthStopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "evictd", Name: "growth_stop_seconds",
 		Help:    "Time from the synchronize's trigger (a kernel wake-up or tick) until the victim's limit was in force.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}, []string{"mechanism"})
-	r.MustRegister(m.GrowthStops, m.GrowthStopLatency)
+	m.KernelOOMKills = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "kernel_oom_kills_total",
+		Help: "Processes the kernel OOM killer killed, by the pod or workload they belonged to (namespace, pod and qos_class empty for processes outside the workloads evictd watches, or in a cgroup already removed)."},
+		[]string{"namespace", "pod", "qos_class"})
+	r.MustRegister(m.GrowthStops, m.GrowthStopLatency, m.KernelOOMKills)
 	// The Go runtime's and the process's own metrics (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes): a long-running agent
 	// is watched for leaks with them (bench/soak.sh).

@@ -62,7 +62,19 @@ func WriteTasks(dir string, tid int) error {
 
 func readRecursive(dir string, read func(string) ([]int, error)) ([]int, error) {
 	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := WalkCgroups(dir, func(d string) error {
+		ps, err := read(d)
+		pids = append(pids, ps...)
+		return err
+	})
+	return pids, err
+}
+
+// WalkCgroups calls fn for dir and every cgroup below it, parents first. A
+// descendant removed during the walk (or whose fn returns a
+// *VanishedError) is skipped; dir itself gone is a *VanishedError.
+func WalkCgroups(dir string, fn func(dir string) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				if p == dir {
@@ -75,17 +87,14 @@ func readRecursive(dir string, read func(string) ([]int, error)) ([]int, error) 
 		if !d.IsDir() {
 			return nil
 		}
-		ps, err := read(p)
-		if err != nil {
+		if err := fn(p); err != nil {
 			if p != dir && IsVanished(err) {
-				return nil
+				return filepath.SkipDir
 			}
 			return err
 		}
-		pids = append(pids, ps...)
 		return nil
 	})
-	return pids, err
 }
 
 // ReadCgroupProcsCount counts the PIDs in cgroup.procs without keeping

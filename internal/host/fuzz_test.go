@@ -67,3 +67,22 @@ func FuzzParseProcStat(f *testing.F) {
 		}
 	})
 }
+
+// /proc/vmstat: an error is typed; a count that parses reads back.
+func FuzzParseVMStatOOMKill(f *testing.F) {
+	f.Add([]byte("nr_free_pages 123\noom_kill 7\npgfault 99\n"))
+	f.Add([]byte("oom_kill 1\noom_kill 2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseVMStatOOMKill(strings.NewReader(string(b)))
+		var pe *ParseError
+		var ns *NotSupportedError
+		if err != nil && !errors.As(err, &pe) && !errors.As(err, &ns) {
+			t.Fatalf("untyped error %T %v", err, err)
+		}
+		if err == nil {
+			if again, err := parseVMStatOOMKill(strings.NewReader("oom_kill " + strconv.FormatUint(v, 10) + "\n")); err != nil || again != v {
+				t.Fatalf("%d does not read back: %d %v", v, again, err)
+			}
+		}
+	})
+}

@@ -295,3 +295,18 @@ func TestParseProcStat(t *testing.T) {
 		t.Fatalf("self: %+v %v", s, err)
 	}
 }
+
+func TestParseVMStatOOMKill(t *testing.T) {
+	v, err := parseVMStatOOMKill(strings.NewReader("nr_free_pages 12\noom_kill 3\npgfault 9\n"))
+	if err != nil || v != 3 {
+		t.Fatalf("%d %v", v, err)
+	}
+	for _, bad := range []string{"nr_free_pages 1\n", "oom_kill x\n", "oom_kill 1\noom_kill 1\n"} {
+		if _, err := parseVMStatOOMKill(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ReadVMStatOOMKill("/proc"); err != nil {
+		t.Fatal(err)
+	}
+}

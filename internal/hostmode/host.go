@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -98,6 +99,20 @@ func (h *Pods) Workloads() ([]workload.Workload, error) {
 	}
 	h.last, h.listed = out, true
 	return out, nil
+}
+
+// All lists every workload cgroup under the root, active or not (from the
+// cached listing while the root's watch says nothing changed).
+func (h *Pods) All() ([]workload.Workload, error) {
+	if _, err := h.Workloads(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cached != nil {
+		return h.cached, nil
+	}
+	return workload.Discover(h.File, h.Root, h.SelfCgroup)
 }
 
 // lastActive returns the active workloads the last call found.
@@ -261,6 +276,33 @@ func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _
 		out.Method = res.HardKill
 	}
 	return out, err
+}
+
+// OOMCounter reads the kernel OOM killer's counts for the agent: node-wide
+// from /proc/vmstat, per workload from the cgroups under the workload root
+// (active or not).
+type OOMCounter struct {
+	Pods *Pods
+}
+
+// NodeOOMKills implements agent.OOMCounter.
+func (OOMCounter) NodeOOMKills() (uint64, error) { return host.ReadVMStatOOMKill("/proc") }
+
+// OOMKills implements agent.OOMCounter.
+func (o OOMCounter) OOMKills() ([]agent.PodOOMKills, error) {
+	ws, err := o.Pods.All()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.PodOOMKills, 0, len(ws))
+	for _, w := range ws {
+		k, err := collect.ReadOOMKills(w.Cgroup, o.Pods.V2)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, agent.PodOOMKills{Pod: w.Pod, Kills: k})
+	}
+	return out, nil
 }
 
 // HookReclaimer runs the configured reclaim hooks for a signal.

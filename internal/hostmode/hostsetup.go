@@ -170,7 +170,7 @@ func New(o Options) (*Host, error) {
 		holder = nil
 	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})

@@ -152,7 +152,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 			pods.Close()
 		}
 	}()
-	st.Pods, n.Pods = pods, pods
+	st.Pods, n.Pods, st.AllPods = pods, pods, pods.All
 	pods.Vanished = st.Vanished
 
 	memRoot, version := col.MemoryRoot()
@@ -198,7 +198,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		}
 	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder,
+		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
 	})
