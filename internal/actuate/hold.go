@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,8 +96,99 @@ type Hold struct {
 
 	k        *Killer
 	mu       sync.Mutex
-	restore  []func() error // in order
+	writes   []FileWrite // what the hold wrote, in order
 	released bool
+}
+
+// FileWrite is one kernel file a hold wrote: enough to undo it, also from
+// another process after a crash (HoldRecord, UndoRecord).
+type FileWrite struct {
+	Dir  string `json:"dir"`
+	File string `json:"file"` // memory.high, memory.limit_in_bytes, memory.oom_control (oom_kill_disable), pids.max
+	// Prev is the value before the hold, Wrote the hold's (cgroup.Max for
+	// "max"; 0 or 1 for oom_kill_disable).
+	Prev  uint64 `json:"prev"`
+	Wrote uint64 `json:"wrote"`
+}
+
+// The files a hold writes, with their readers and writers.
+var holdFiles = map[string]struct {
+	read  func(dir string) (uint64, error)
+	write func(dir string, v uint64) error
+}{
+	"memory.high": {cgroupv2.ReadMemoryHigh, cgroupv2.WriteMemoryHigh},
+	"memory.limit_in_bytes": {cgroupv1.ReadMemoryLimitInBytes, cgroupv1.WriteMemoryLimitInBytes},
+	"memory.oom_control": {
+		func(dir string) (uint64, error) {
+			oc, err := cgroupv1.ReadMemoryOOMControl(dir)
+			if oc.OOMKillDisable {
+				return 1, err
+			}
+			return 0, err
+		},
+		func(dir string, v uint64) error { return cgroupv1.WriteMemoryOOMKillDisable(dir, v != 0) },
+	},
+	"pids.max": {cgroupv1.ReadPidsMax, cgroup.WritePidsMax},
+}
+
+// write writes v to one of the hold's files and notes it for the undo.
+func (h *Hold) write(dir, file string, prev, v uint64) error {
+	if err := holdFiles[file].write(dir, v); err != nil {
+		return err
+	}
+	h.writes = append(h.writes, FileWrite{Dir: dir, File: file, Prev: prev, Wrote: v})
+	return nil
+}
+
+// HoldRecord is what a hold wrote, for the agent to keep on disk while the
+// hold is in force: a hold left by a crash is undone at the next start
+// (UndoRecord), else its workload would stay at its limit with nothing to
+// end it (on v1, asleep at the limit for good).
+type HoldRecord struct {
+	Workload  string      `json:"workload"`
+	Mechanism string      `json:"mechanism"`
+	Writes    []FileWrite `json:"writes"`
+}
+
+// Record returns what the hold wrote (nil writes for a dry run or a hold
+// that found nothing to lower).
+func (h *Hold) Record() HoldRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return HoldRecord{Workload: h.Target.Name, Mechanism: h.Mechanism, Writes: slices.Clone(h.writes)}
+}
+
+// UndoRecord undoes a hold another run of evictd left, in reverse order:
+// each file that still holds what the hold wrote gets its value from
+// before; a file someone has changed since is left as it is (and counted in
+// changed), a cgroup that is gone is fine.
+func UndoRecord(r HoldRecord) (undone, changed int, err error) {
+	var errs []error
+	for i := len(r.Writes) - 1; i >= 0; i-- {
+		w := r.Writes[i]
+		f, ok := holdFiles[w.File]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s/%s: not a file a hold writes", w.Dir, w.File))
+			continue
+		}
+		cur, err := f.read(w.Dir)
+		switch {
+		case cgroup.IsVanished(err):
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case cur != w.Wrote:
+			changed++
+			continue
+		}
+		if err := f.write(w.Dir, w.Prev); err != nil && !cgroup.IsVanished(err) {
+			errs = append(errs, err)
+			continue
+		}
+		undone++
+	}
+	return undone, changed, errors.Join(errs...)
 }
 
 // Hold stops t's growth in r: memory.high on v2 and
@@ -156,11 +248,7 @@ func (h *Hold) memoryHigh(dir string) error {
 	// The kernel throttles from this write on; the write itself then
 	// reclaims what it can above the new value (the workload's page cache)
 	// before it returns.
-	if err := cgroupv2.WriteMemoryHigh(dir, usage); err != nil {
-		return err
-	}
-	h.restore = append(h.restore, func() error { return cgroupv2.WriteMemoryHigh(dir, prev) })
-	return nil
+	return h.write(dir, "memory.high", prev, usage)
 }
 
 func (h *Hold) memoryLimit(dir string) error {
@@ -184,17 +272,18 @@ func (h *Hold) memoryLimit(dir string) error {
 	// The OOM killer first: with the limit first, an allocation at the
 	// new limit could be OOM-killed before it is off.
 	if !oc.OOMKillDisable {
-		if err := cgroupv1.WriteMemoryOOMKillDisable(dir, true); err != nil {
+		if err := h.write(dir, "memory.oom_control", 0, 1); err != nil {
 			return err
 		}
-		h.restore = append(h.restore, func() error { return cgroupv1.WriteMemoryOOMKillDisable(dir, false) })
 	}
 	if prev <= usage+memoryLimitMargin {
 		return nil // its own limit already holds it
 	}
 	margin := uint64(memoryLimitMargin)
 	for try := 0; ; try++ {
-		err = cgroupv1.WriteMemoryLimitInBytes(dir, usage+margin)
+		// Raised again before the OOM killer comes back: the undo runs in
+		// reverse.
+		err = h.write(dir, "memory.limit_in_bytes", prev, usage+margin)
 		if err == nil {
 			break
 		}
@@ -213,8 +302,6 @@ func (h *Hold) memoryLimit(dir string) error {
 		}
 	}
 	h.Usage, h.Limit = usage, min(usage+margin, prev)
-	// Raised before the OOM killer comes back (restore runs in reverse).
-	h.restore = append(h.restore, func() error { return cgroupv1.WriteMemoryLimitInBytes(dir, prev) })
 	return nil
 }
 
@@ -238,11 +325,7 @@ func (h *Hold) pidsMax(dir string) error {
 	if h.DryRun || prev <= cur {
 		return nil
 	}
-	if err := cgroup.WritePidsMax(dir, cur); err != nil {
-		return err
-	}
-	h.restore = append(h.restore, func() error { return cgroup.WritePidsMax(dir, prev) })
-	return nil
+	return h.write(dir, "pids.max", prev, cur)
 }
 
 // Release undoes the hold: the limits it wrote go back to what they were,
@@ -269,12 +352,13 @@ func (h *Hold) undo() {
 
 func (h *Hold) undoLocked() error {
 	var errs []error
-	for i := len(h.restore) - 1; i >= 0; i-- {
-		if err := h.restore[i](); err != nil && !cgroup.IsVanished(err) {
+	for i := len(h.writes) - 1; i >= 0; i-- {
+		w := h.writes[i]
+		if err := holdFiles[w.File].write(w.Dir, w.Prev); err != nil && !cgroup.IsVanished(err) {
 			errs = append(errs, err)
 		}
 	}
-	h.restore = nil
+	h.writes = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("undo the hold on %s: %w", h.Dir, err)
 	}

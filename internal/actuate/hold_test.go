@@ -237,3 +237,37 @@ func TestHoldRefusesSelf(t *testing.T) {
 		t.Error("a sibling whose name is a prefix counts as evictd's own cgroup")
 	}
 }
+
+// A hold left by a process that died is undone from its record (what the
+// agent keeps on disk while the hold is in force), and a file someone
+// changed since is left alone.
+func TestUndoRecord(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("left")
+	sandboxtest.StartHog(t, "alloc 16Mi; hold", c)
+	waitUsage(t, s, c.Memory, 16<<20)
+	k := killer(s)
+	hd, err := k.Hold(Target{Name: "left", Cgroup: c.Memory}, Memory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := hd.Record()
+	if len(rec.Writes) == 0 || rec.Mechanism != hd.Mechanism {
+		t.Fatalf("record %+v of hold %s", rec, hd)
+	}
+	// The crash: nobody calls Release. A new evictd finds the record.
+	undone, changed, err := UndoRecord(rec)
+	if err != nil || undone != len(rec.Writes) || changed != 0 {
+		t.Fatalf("UndoRecord: %d undone, %d changed, %v; want %d undone", undone, changed, err, len(rec.Writes))
+	}
+	checkReleased(t, s, c.Memory)
+	// Undone again: every file now differs from what the hold wrote.
+	if undone, changed, err = UndoRecord(rec); err != nil || undone != 0 || changed != len(rec.Writes) {
+		t.Fatalf("second UndoRecord: %d undone, %d changed, %v", undone, changed, err)
+	}
+	// A record naming a file no hold writes is an error, not a write.
+	if _, _, err := UndoRecord(HoldRecord{Writes: []FileWrite{{Dir: c.Memory, File: "cgroup.procs"}}}); err == nil {
+		t.Fatal("a record naming cgroup.procs was accepted")
+	}
+}

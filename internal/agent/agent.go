@@ -166,6 +166,7 @@ type Agent struct {
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
 	faults    faults
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
+	holdsFile *HoldsFile                  // nil without a state file or in a dry run
 	oom       oomWatch
 }
 
@@ -184,6 +185,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.StateFile != "" && !cfg.DryRun {
+		// Before anything else: a growth stop a crashed run left in force.
+		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
+	}
 	if cfg.StateFile != "" {
 		st, warn := LoadState(cfg.StateFile)
 		switch {
@@ -271,7 +276,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	trig := Trigger{Reason: "start", At: clk.Now()}
 	// A hold is never left behind by an agent that has stopped: the
 	// victim would stay at its limit with nothing to end it.
-	defer a.releaseHolds(nil)
+	defer func() {
+		a.releaseHolds(nil)
+		if a.holdsFile != nil {
+			a.holdsFile.Close()
+		}
+	}()
 	for {
 		rec := a.Sync(ctx, trig)
 		if ctx.Err() != nil {
@@ -510,6 +520,7 @@ func (a *Agent) hold(trig Trigger, pod *v1.Pod, ev policy.Eviction) *GrowthStop 
 			a.holds = map[types.UID]*actuate.Hold{}
 		}
 		a.holds[pod.UID] = h
+		a.saveHolds()
 	}
 	if a.cfg.Metrics != nil {
 		outcome := "stopped"
@@ -536,9 +547,24 @@ func (a *Agent) release(uid types.UID, gs *GrowthStop, why string) {
 	if err := h.Release(); err != nil {
 		a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
 	}
+	a.saveHolds()
 	if gs != nil {
 		gs.Released = why
 	}
+}
+
+// saveHolds hands the stops in force to the holds file's writer.
+func (a *Agent) saveHolds() {
+	if a.holdsFile == nil {
+		return
+	}
+	recs := make([]actuate.HoldRecord, 0, len(a.holds))
+	for _, h := range a.holds {
+		if r := h.Record(); len(r.Writes) > 0 {
+			recs = append(recs, r)
+		}
+	}
+	a.holdsFile.Set(recs)
 }
 
 // releaseHolds undoes the holds of the victims that active (the pods just
@@ -546,6 +572,7 @@ func (a *Agent) release(uid types.UID, gs *GrowthStop, why string) {
 // (host mode) gets its limits back for whatever runs in it next. With
 // active nil it releases every hold (the agent is stopping).
 func (a *Agent) releaseHolds(active []*v1.Pod) {
+	released := false
 	for uid, h := range a.holds {
 		if active != nil && slices.ContainsFunc(active, func(p *v1.Pod) bool { return p.UID == uid }) {
 			continue
@@ -554,6 +581,10 @@ func (a *Agent) releaseHolds(active []*v1.Pod) {
 		if err := h.Release(); err != nil {
 			a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
 		}
+		released = true
+	}
+	if released {
+		a.saveHolds()
 	}
 }
 

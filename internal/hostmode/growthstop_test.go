@@ -3,6 +3,12 @@ package hostmode
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +148,98 @@ func released(mode sandbox.Mode, dir string) bool {
 	oc, err := cgroupv1.ReadMemoryOOMControl(dir)
 	lim, lerr := cgroupv1.ReadMemoryLimitInBytes(dir)
 	return err == nil && lerr == nil && !oc.OOMKillDisable && lim > 1<<40
+}
+
+// envCrashAgent makes the test binary an agent that stops its victim's
+// growth, says so on stdout and then hangs before the kill, for the parent
+// test to SIGKILL it: "STATEFILE:ROOT".
+const envCrashAgent = "EVICTD_TEST_CRASH_AGENT"
+
+func maybeCrashAgent() {
+	v, ok := os.LookupEnv(envCrashAgent)
+	if !ok {
+		return
+	}
+	state, root, _ := strings.Cut(v, ":")
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "64Mi"}})
+	if err != nil {
+		panic(err)
+	}
+	h, err := New(Options{Policy: cfg, WorkloadRoot: root, StateFile: state,
+		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+		BeforeEvict: func(agent.Trigger, policy.Decision, agent.Action) {
+			// The stop is in force; wait for it to reach the holds file.
+			for {
+				if _, err := os.Stat(agent.HoldsPath(state)); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			fmt.Println("held")
+			select {} // SIGKILL comes here
+		}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	h.Sync(context.Background(), agent.Trigger{Reason: "test"})
+	fmt.Fprintln(os.Stderr, "no eviction")
+	os.Exit(3)
+}
+
+// A growth stop in force when evictd is killed (a crash, an OOM kill of
+// evictd, kill -9 between the stop and the victim's kill) is undone by the
+// next start: otherwise the victim stays at its limit with nothing to end
+// it, on v1 asleep at the limit for good.
+func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
+	mode := sandboxtest.NeedRoot(t)
+	sb := sandboxtest.New(t, 256<<20)
+	c, _ := sb.Child("victim")
+	sandboxtest.StartHog(t, "ignore-term; alloc 200Mi; hold", c)
+	for deadline := time.Now().Add(60 * time.Second); usage(sb, c.Memory) < 200<<20; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hog never used 200 MiB")
+		}
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envCrashAgent+"="+state+":"+sb.Parent.Rel)
+	var out bytes.Buffer
+	cmd.Stderr = &out
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 5)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "held\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the agent did not stop the victim: %q %v; stderr:\n%s", line, err, out.String())
+	}
+	if released(mode, c.Memory) {
+		t.Fatal("the victim is not held")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if released(mode, c.Memory) {
+		t.Fatal("the killed agent's stop was undone by something else: the test shows nothing")
+	}
+	var logs bytes.Buffer
+	cfg, _ := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
+	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, StateFile: state, Log: logTo(&logs),
+		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Wakeups.Close()
+	if !released(mode, c.Memory) {
+		t.Fatalf("the next start left the dead agent's growth stop in force; logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "undid a growth stop a previous run of evictd left in force") {
+		t.Fatalf("no log line says so:\n%s", logs.String())
+	}
+	if _, err := os.Stat(agent.HoldsPath(state)); !os.IsNotExist(err) {
+		t.Fatalf("holds file left after the undo: %v", err)
+	}
 }
