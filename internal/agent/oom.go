@@ -12,9 +12,15 @@ import (
 // (evictd_kernel_oom_kills_total) and a decision-log action for every kill,
 // and an eviction whose victim the kernel killed is recorded as such.
 type OOMCounter interface {
-	// NodeOOMKills is the node-wide count since boot (/proc/vmstat
-	// oom_kill): one cheap read says whether anything is new.
-	NodeOOMKills() (uint64, error)
+	// NodeOOMKills is a count that rises with every kill OOMKills can see,
+	// read cheaply at every synchronize to tell whether anything is new:
+	// /proc/vmstat's oom_kill (node-wide, for any reason) or a workload
+	// root's hierarchical memory.events oom_kill. Outside says whether
+	// what it counts beyond the workloads' own kills is to be reported
+	// (the node's other processes in Kubernetes mode, or cgroups already
+	// removed) or is somebody else's (a host-mode workload root on a
+	// shared host, counted by /proc/vmstat).
+	NodeOOMKills() (n uint64, outside bool, err error)
 	// OOMKills reads the count of every pod cgroup on the node now, active
 	// or not (collect.ReadOOMKills): a workload can start, be OOM-killed
 	// and empty its cgroup between two synchronizes.
@@ -52,7 +58,7 @@ func (a *Agent) watchOOM(rec *Record, victim *Action) {
 	if a.cfg.OOM == nil {
 		return
 	}
-	n, err := a.cfg.OOM.NodeOOMKills()
+	n, outside, err := a.cfg.OOM.NodeOOMKills()
 	if err != nil {
 		a.oomUnreadable(err)
 		return
@@ -96,7 +102,7 @@ func (a *Agent) watchOOM(rec *Record, victim *Action) {
 			Pod:     policy.PodRef{Namespace: p.Pod.Namespace, Name: p.Pod.Name, UID: string(p.Pod.UID)},
 			Message: "killed by the kernel OOM killer, not by evictd"})
 	}
-	if delta > attributed {
+	if delta > attributed && outside {
 		rest := delta - attributed
 		a.oomMetric(nil, rest)
 		a.log.Warn("the kernel OOM killer killed processes outside the workloads evictd watches (or in a cgroup already removed)", "kills", rest)

@@ -278,15 +278,24 @@ func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _
 	return out, err
 }
 
-// OOMCounter reads the kernel OOM killer's counts for the agent: node-wide
-// from /proc/vmstat, per workload from the cgroups under the workload root
-// (active or not).
+// OOMCounter reads the kernel OOM killer's counts for the agent, per
+// workload from the cgroups under the workload root (active or not).
 type OOMCounter struct {
 	Pods *Pods
 }
 
-// NodeOOMKills implements agent.OOMCounter.
-func (OOMCounter) NodeOOMKills() (uint64, error) { return host.ReadVMStatOOMKill("/proc") }
+// NodeOOMKills implements agent.OOMCounter: on v2 the workload root's own
+// memory.events (hierarchical: exactly the workloads' kills, a removed
+// cgroup's included); on v1, which has no such counter, /proc/vmstat, whose
+// kills outside the root are other people's business on a shared host.
+func (o OOMCounter) NodeOOMKills() (uint64, bool, error) {
+	if o.Pods.V2 {
+		ev, err := cgroupv2.ReadMemoryEvents(o.Pods.Root)
+		return ev.OOMKill, true, err
+	}
+	n, err := host.ReadVMStatOOMKill("/proc")
+	return n, false, err
+}
 
 // OOMKills implements agent.OOMCounter.
 func (o OOMCounter) OOMKills() ([]agent.PodOOMKills, error) {

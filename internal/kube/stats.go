@@ -294,8 +294,12 @@ func (s *Stats) PodDir(pod *v1.Pod) (string, bool) {
 }
 
 // NodeOOMKills implements agent.OOMCounter: /proc/vmstat (the host's, in
-// any PID namespace).
-func (s *Stats) NodeOOMKills() (uint64, error) { return host.ReadVMStatOOMKill("/proc") }
+// any PID namespace), whose kills outside the pods (a node daemon's) are
+// reported too.
+func (s *Stats) NodeOOMKills() (uint64, bool, error) {
+	n, err := host.ReadVMStatOOMKill("/proc")
+	return n, true, err
+}
 
 // OOMKills implements agent.OOMCounter: every pod cgroup under kubepods,
 // named from the informer's pods (any phase) or, for a pod it no longer
