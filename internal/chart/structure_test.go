@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,33 +225,48 @@ type picture struct {
 	s    *scenario.Scenario // nil for the report
 }
 
+// The scenarios' pictures, drawn once for all the tests.
+var (
+	scenarioOnce sync.Once
+	scenarioPics []picture
+	scenarioErr  error
+)
+
 func scenarioPictures(t *testing.T) []picture {
 	t.Helper()
+	scenarioOnce.Do(func() { scenarioPics, scenarioErr = drawScenarios() })
+	if scenarioErr != nil {
+		t.Fatal(scenarioErr)
+	}
+	return scenarioPics
+}
+
+func drawScenarios() ([]picture, error) {
 	paths, _ := filepath.Glob("../../testdata/scenarios/*.yaml")
 	if len(paths) < 50 {
-		t.Fatalf("found %d scenarios; the corpus has more than 50", len(paths))
+		return nil, fmt.Errorf("found %d scenarios; the corpus has more than 50", len(paths))
 	}
 	var out []picture
 	for _, path := range paths {
 		s, err := scenario.LoadFile(path)
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		res, err := scenario.Run(s, scenario.RunOptions{Verbose: true})
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		tl, steps, err := timeline.OfScenario(s, res)
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		var buf bytes.Buffer
 		if err := chart.Write(&buf, chart.SVG, tl, chart.Options{Title: "evictd simulate — " + filepath.Base(path), X: chart.XAxis{Steps: steps}}); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		out = append(out, picture{name: strings.TrimSuffix(filepath.Base(path), ".yaml"), svg: buf.Bytes(), tl: tl, s: s})
 	}
-	return out
+	return out, nil
 }
 
 // reportPicture is the chart of the report of a real demo run's log.
