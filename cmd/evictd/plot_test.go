@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,78 +11,31 @@ import (
 	"testing"
 
 	"github.com/evictd/evictd/internal/chart"
+	"github.com/evictd/evictd/internal/chart/chartsvg"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/scenario"
 	"github.com/evictd/evictd/internal/timeline"
 )
 
-// svgDoc is what the structure tests read from a chart: every text, and how
-// many paths are filled with the eviction marker's color.
+// svgDoc is what these tests read from a chart: every text, and how many
+// paths are filled with the eviction marker's color (internal/chart's
+// structure tests read the rest).
 type svgDoc struct {
 	texts   []string
 	markers int
-	width   string
 }
 
 func parseSVG(t *testing.T, data []byte) svgDoc {
 	t.Helper()
-	var doc svgDoc
-	markerFill := "fill:" + colorHex(chart.MarkerColor)
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	depth, inText := 0, false
-	var text strings.Builder
-	root := ""
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the SVG is not well-formed XML: %v", err)
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				root = el.Name.Local
-				for _, a := range el.Attr {
-					if a.Name.Local == "width" {
-						doc.width = a.Value
-					}
-				}
-			}
-			depth++
-			switch el.Name.Local {
-			case "text":
-				inText = true
-				text.Reset()
-			case "path":
-				for _, a := range el.Attr {
-					if a.Name.Local == "style" && strings.Contains(a.Value, markerFill) {
-						doc.markers++
-					}
-				}
-			}
-		case xml.EndElement:
-			depth--
-			if el.Name.Local == "text" {
-				inText = false
-				doc.texts = append(doc.texts, text.String())
-			}
-		case xml.CharData:
-			if inText {
-				text.Write(el)
-			}
-		}
+	d, err := chartsvg.Parse(data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if root != "svg" {
-		t.Fatalf("root element %q, want svg", root)
+	doc := svgDoc{markers: d.Filled(chart.MarkerColor)}
+	for _, tx := range d.Texts {
+		doc.texts = append(doc.texts, tx.S)
 	}
 	return doc
-}
-
-func colorHex(c interface{ RGBA() (r, g, b, a uint32) }) string {
-	r, g, b, _ := c.RGBA()
-	return fmt.Sprintf("#%02X%02X%02X", r>>8, g>>8, b>>8)
 }
 
 func (d svgDoc) has(s string) bool {

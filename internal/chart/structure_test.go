@@ -10,10 +10,7 @@ package chart_test
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
-	"image/color"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,136 +29,29 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/evictd/evictd/internal/chart"
+	"github.com/evictd/evictd/internal/chart/chartsvg"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/report"
 	"github.com/evictd/evictd/internal/scenario"
 	"github.com/evictd/evictd/internal/timeline"
 )
 
-// svgText is one <text>: its baseline start (y up, the canvas' own
-// coordinates), font and content.
-type svgText struct {
-	x, y    float64
-	family  string
-	size    float64
-	s       string
-	rotated bool
-}
-
-// svgPath is one <path>: its points (M and L; arcs are left out) and the
-// stroke and fill of its style ("" for none).
-type svgPath struct {
-	pts          [][2]float64
-	stroke, fill string
-}
-
-type svgDoc struct {
-	w, h  float64
-	texts []svgText
-	paths []svgPath
-}
-
-var styleRe = regexp.MustCompile(`([a-z-]+):([^;]+)`)
-
-func styleOf(attrs []xml.Attr) map[string]string {
-	out := map[string]string{}
-	for _, a := range attrs {
-		if a.Name.Local == "style" {
-			for _, m := range styleRe.FindAllStringSubmatch(a.Value, -1) {
-				out[m[1]] = m[2]
-			}
-		}
-	}
-	return out
-}
-
-func attr(attrs []xml.Attr, name string) string {
-	for _, a := range attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-var pathCmdRe = regexp.MustCompile(`([MLAZ])([^MLAZ]*)`)
+type (
+	svgText = chartsvg.Text
+	svgPath = chartsvg.Path
+	svgDoc  = *chartsvg.Doc
+)
 
 func parseSVG(t *testing.T, data []byte) svgDoc {
 	t.Helper()
-	var doc svgDoc
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	var groups []bool // per open <g>: does it rotate
-	var cur *svgText
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the SVG is not well-formed XML: %v", err)
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			switch el.Name.Local {
-			case "svg":
-				vb := strings.Fields(attr(el.Attr, "viewBox"))
-				if len(vb) != 4 {
-					t.Fatalf("viewBox %q", attr(el.Attr, "viewBox"))
-				}
-				doc.w, _ = strconv.ParseFloat(vb[2], 64)
-				doc.h, _ = strconv.ParseFloat(vb[3], 64)
-			case "g":
-				groups = append(groups, strings.Contains(attr(el.Attr, "transform"), "rotate"))
-			case "text":
-				st := styleOf(el.Attr)
-				x, _ := strconv.ParseFloat(attr(el.Attr, "x"), 64)
-				y, _ := strconv.ParseFloat(attr(el.Attr, "y"), 64)
-				size, _ := strconv.ParseFloat(strings.TrimSuffix(st["font-size"], "px"), 64)
-				cur = &svgText{x: x, y: -y, family: st["font-family"], size: size}
-				for _, r := range groups {
-					cur.rotated = cur.rotated || r
-				}
-			case "path":
-				st := styleOf(el.Attr)
-				p := svgPath{stroke: st["stroke"], fill: st["fill"]}
-				if p.fill == "" {
-					p.fill = "#000000" // SVG's default fill
-				}
-				for _, m := range pathCmdRe.FindAllStringSubmatch(attr(el.Attr, "d"), -1) {
-					if m[1] != "M" && m[1] != "L" {
-						continue
-					}
-					var x, y float64
-					if _, err := fmt.Sscanf(strings.TrimSpace(m[2]), "%g,%g", &x, &y); err != nil {
-						t.Fatalf("path point %q: %v", m[2], err)
-					}
-					p.pts = append(p.pts, [2]float64{x, y})
-				}
-				doc.paths = append(doc.paths, p)
-			}
-		case xml.EndElement:
-			switch el.Name.Local {
-			case "g":
-				groups = groups[:len(groups)-1]
-			case "text":
-				doc.texts = append(doc.texts, *cur)
-				cur = nil
-			}
-		case xml.CharData:
-			if cur != nil {
-				cur.s += string(el)
-			}
-		}
+	doc, err := chartsvg.Parse(data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return doc
 }
 
-// hexOf is a color as vgsvg writes it: not premultiplied by its alpha.
-func hexOf(c color.Color) string {
-	r, g, b, a := c.RGBA()
-	f := 255 / float64(a)
-	return fmt.Sprintf("#%02X%02X%02X", int(float64(r)*f), int(float64(g)*f), int(float64(b)*f))
-}
+var hexOf = chartsvg.Hex
 
 // box is a rectangle, y up.
 type box struct{ x0, y0, x1, y1 float64 }
@@ -191,26 +81,26 @@ func styleFor(t *testing.T, family string, size float64) text.Style {
 // that lacks the named font is likely to fall back to, and among the
 // widest), and as high and deep as the ink of either.
 func textBox(t *testing.T, tx svgText) box {
-	named := styleFor(t, tx.family, tx.size)
-	wide := styleFor(t, "DejaVu Sans", tx.size)
-	w := math.Max(float64(named.Width(tx.s)), float64(wide.Width(tx.s)))
+	named := styleFor(t, tx.Family, tx.Size)
+	wide := styleFor(t, "DejaVu Sans", tx.Size)
+	w := math.Max(float64(named.Width(tx.S)), float64(wide.Width(tx.S)))
 	top, bottom := 0.0, 0.0
 	for _, sty := range []text.Style{named, wide} {
 		f := font.DefaultCache.Lookup(sty.Font, sty.Font.Size)
-		face, err := opentype.NewFace(f.Face, &opentype.FaceOptions{Size: tx.size, DPI: 72})
+		face, err := opentype.NewFace(f.Face, &opentype.FaceOptions{Size: tx.Size, DPI: 72})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ink, _ := xfont.BoundString(face, tx.s) // y down from the baseline
+		ink, _ := xfont.BoundString(face, tx.S) // y down from the baseline
 		top, bottom = math.Max(top, -float64(ink.Min.Y)/64), math.Max(bottom, float64(ink.Max.Y)/64)
 		face.Close()
 	}
-	return box{tx.x, tx.y - bottom, tx.x + w, tx.y + top}
+	return box{tx.X, tx.Y - bottom, tx.X + w, tx.Y + top}
 }
 
-func (p svgPath) bounds() box {
+func bounds(p svgPath) box {
 	b := box{math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)}
-	for _, pt := range p.pts {
+	for _, pt := range p.Points {
 		b.x0, b.y0 = math.Min(b.x0, pt[0]), math.Min(b.y0, pt[1])
 		b.x1, b.y1 = math.Max(b.x1, pt[0]), math.Max(b.y1, pt[1])
 	}
@@ -307,19 +197,19 @@ func TestChartsDrawSamplesAsSteps(t *testing.T) {
 		t.Run(pic.name, func(t *testing.T) {
 			doc := parseSVG(t, pic.svg)
 			lines := 0
-			for _, p := range doc.paths {
+			for _, p := range doc.Paths {
 				isSeries := false
 				for _, c := range seriesColors {
-					isSeries = isSeries || p.stroke == c
+					isSeries = isSeries || p.Stroke == c
 				}
-				if !isSeries || p.fill != "none" {
+				if !isSeries || p.Fill != "none" {
 					continue
 				}
 				lines++
-				for k := 1; k < len(p.pts); k++ {
-					dx, dy := p.pts[k][0]-p.pts[k-1][0], p.pts[k][1]-p.pts[k-1][1]
+				for k := 1; k < len(p.Points); k++ {
+					dx, dy := p.Points[k][0]-p.Points[k-1][0], p.Points[k][1]-p.Points[k-1][1]
 					if math.Abs(dx) > 0.01 && math.Abs(dy) > 0.01 {
-						t.Errorf("a %s line slopes from %v to %v: samples are drawn as a ramp, not held until the next one", p.stroke, p.pts[k-1], p.pts[k])
+						t.Errorf("a %s line slopes from %v to %v: samples are drawn as a ramp, not held until the next one", p.Stroke, p.Points[k-1], p.Points[k])
 						break
 					}
 				}
@@ -339,8 +229,8 @@ func TestChartsDrawSamplesAsSteps(t *testing.T) {
 			// Dots are filled circles of the observed color; the
 			// legend shows one per panel.
 			dots := 0
-			for _, p := range doc.paths {
-				if p.fill == hexOf(chart.ObservedColor) && p.stroke == "" {
+			for _, p := range doc.Paths {
+				if p.Fill == hexOf(chart.ObservedColor) && p.Stroke == "" {
 					dots++
 				}
 			}
@@ -354,8 +244,8 @@ func TestChartsDrawSamplesAsSteps(t *testing.T) {
 // chartPanels are the panel titles (the signal names drawn as texts).
 func chartPanels(doc svgDoc) []svgText {
 	var out []svgText
-	for _, tx := range doc.texts {
-		name, _, _ := strings.Cut(tx.s, " — ")
+	for _, tx := range doc.Texts {
+		name, _, _ := strings.Cut(tx.S, " — ")
 		if policy.ValidSignal(policy.Signal(name)) {
 			out = append(out, tx)
 		}
@@ -374,29 +264,29 @@ func TestChartTextsDoNotCollide(t *testing.T) {
 			doc := parseSVG(t, pic.svg)
 			var texts []svgText
 			var boxes []box
-			for _, tx := range doc.texts {
-				if tx.rotated || strings.TrimSpace(tx.s) == "" {
+			for _, tx := range doc.Texts {
+				if tx.Rotated || strings.TrimSpace(tx.S) == "" {
 					continue
 				}
 				texts, boxes = append(texts, tx), append(boxes, textBox(t, tx))
 			}
 			var markers, axes []box
-			for _, p := range doc.paths {
+			for _, p := range doc.Paths {
 				switch {
-				case p.fill == marker:
-					markers = append(markers, p.bounds())
-				case p.stroke == "#000000" && p.fill == "none":
+				case p.Fill == marker:
+					markers = append(markers, bounds(p))
+				case p.Stroke == "#000000" && p.Fill == "none":
 					// Axis lines and tick marks.
-					for k := 1; k < len(p.pts); k++ {
-						a, b := p.pts[k-1], p.pts[k]
+					for k := 1; k < len(p.Points); k++ {
+						a, b := p.Points[k-1], p.Points[k]
 						axes = append(axes, box{math.Min(a[0], b[0]), math.Min(a[1], b[1]), math.Max(a[0], b[0]), math.Max(a[1], b[1])})
 					}
 				}
 			}
 			// The plot's horizontal extent: the horizontal grid lines.
 			left, right := math.Inf(1), math.Inf(-1)
-			for _, p := range doc.paths {
-				if b := p.bounds(); p.stroke == "#808080" && b.y0 == b.y1 {
+			for _, p := range doc.Paths {
+				if b := bounds(p); p.Stroke == "#808080" && b.y0 == b.y1 {
 					left, right = math.Min(left, b.x0), math.Max(right, b.x1)
 				}
 			}
@@ -404,25 +294,25 @@ func TestChartTextsDoNotCollide(t *testing.T) {
 			for i, b := range boxes {
 				// An eviction's label (or number) that starts in the plot
 				// stays in it.
-				if markLabelRe.MatchString(texts[i].s) && b.x0 >= left-tol && b.x0 < right && b.x1 > right+tol {
-					t.Errorf("label %q runs out of the plot (%.1f past its right edge)", texts[i].s, b.x1-right)
+				if markLabelRe.MatchString(texts[i].S) && b.x0 >= left-tol && b.x0 < right && b.x1 > right+tol {
+					t.Errorf("label %q runs out of the plot (%.1f past its right edge)", texts[i].S, b.x1-right)
 				}
-				if b.x0 < -tol || b.y0 < -tol || b.x1 > doc.w+tol || b.y1 > doc.h+tol {
-					t.Errorf("text %q at %.1f,%.1f runs off the %gx%g picture", texts[i].s, texts[i].x, texts[i].y, doc.w, doc.h)
+				if b.x0 < -tol || b.y0 < -tol || b.x1 > doc.W+tol || b.y1 > doc.H+tol {
+					t.Errorf("text %q at %.1f,%.1f runs off the %gx%g picture", texts[i].S, texts[i].X, texts[i].Y, doc.W, doc.H)
 				}
 				for j := i + 1; j < len(boxes); j++ {
 					if b.overlaps(boxes[j], tol) {
-						t.Errorf("text %q overlaps text %q", texts[i].s, texts[j].s)
+						t.Errorf("text %q overlaps text %q", texts[i].S, texts[j].S)
 					}
 				}
 				for _, m := range markers {
 					if b.overlaps(m, tol) {
-						t.Errorf("text %q overlaps an eviction marker", texts[i].s)
+						t.Errorf("text %q overlaps an eviction marker", texts[i].S)
 					}
 				}
 				for _, a := range axes {
 					if b.overlaps(a, tol) {
-						t.Errorf("text %q %v crosses an axis or a tick %v", texts[i].s, b, a)
+						t.Errorf("text %q %v crosses an axis or a tick %v", texts[i].S, b, a)
 						break
 					}
 				}
@@ -448,8 +338,8 @@ func TestChartAxesNamedWithUnits(t *testing.T) {
 			doc := parseSVG(t, pic.svg)
 			panels := chartPanels(doc)
 			named := 0
-			for _, tx := range doc.texts {
-				if tx.rotated && yLabelRe.MatchString(tx.s) {
+			for _, tx := range doc.Texts {
+				if tx.Rotated && yLabelRe.MatchString(tx.S) {
 					named++
 				}
 			}
@@ -458,23 +348,23 @@ func TestChartAxesNamedWithUnits(t *testing.T) {
 			}
 			// The data area's left edge: the leftmost grid line.
 			left := math.Inf(1)
-			for _, p := range doc.paths {
-				if p.stroke == "#808080" {
-					left = math.Min(left, p.bounds().x0)
+			for _, p := range doc.Paths {
+				if p.Stroke == "#808080" {
+					left = math.Min(left, bounds(p).x0)
 				}
 			}
 			for i, pt := range panels {
 				bottom := math.Inf(-1)
 				if i+1 < len(panels) {
-					bottom = panels[i+1].y
+					bottom = panels[i+1].Y
 				}
 				var ticks []svgText
-				for _, tx := range doc.texts {
-					if !tx.rotated && tx.y < pt.y && tx.y > bottom && yTickRe.MatchString(tx.s) && textBox(t, tx).x1 < left {
+				for _, tx := range doc.Texts {
+					if !tx.Rotated && tx.Y < pt.Y && tx.Y > bottom && yTickRe.MatchString(tx.S) && textBox(t, tx).x1 < left {
 						ticks = append(ticks, tx)
 					}
 				}
-				checkTicks(t, pt.s, ticks)
+				checkTicks(t, pt.S, ticks)
 			}
 		})
 	}
@@ -489,17 +379,17 @@ func checkTicks(t *testing.T, panel string, ticks []svgText) {
 	var vals []float64
 	suffix := ""
 	for i, tx := range ticks {
-		m := yTickRe.FindStringSubmatch(tx.s)
+		m := yTickRe.FindStringSubmatch(tx.S)
 		v, _ := strconv.ParseFloat(m[1], 64)
 		vals = append(vals, v)
 		if i == 0 {
 			suffix = m[2]
 		} else if m[2] != suffix {
-			t.Errorf("%s: y ticks in two units: %q and %q", panel, ticks[0].s, tx.s)
+			t.Errorf("%s: y ticks in two units: %q and %q", panel, ticks[0].S, tx.S)
 			return
 		}
-		if strings.HasPrefix(tx.s, "-0") && v == 0 {
-			t.Errorf("%s: tick %q", panel, tx.s)
+		if strings.HasPrefix(tx.S, "-0") && v == 0 {
+			t.Errorf("%s: tick %q", panel, tx.S)
 		}
 	}
 	step := math.Abs(vals[1] - vals[0])
@@ -509,7 +399,7 @@ func checkTicks(t *testing.T, panel string, ticks []svgText) {
 	}
 	for i, v := range vals {
 		if k := v / step; math.Abs(k-math.Round(k)) > 1e-6 {
-			t.Errorf("%s: y tick %q is not a multiple of the step %g (%v)", panel, ticks[i].s, step, tickTexts(ticks))
+			t.Errorf("%s: y tick %q is not a multiple of the step %g (%v)", panel, ticks[i].S, step, tickTexts(ticks))
 		}
 		if i > 0 && math.Abs(math.Abs(v-vals[i-1])-step) > step*1e-6 {
 			t.Errorf("%s: y ticks %v are not evenly spaced", panel, tickTexts(ticks))
@@ -520,7 +410,7 @@ func checkTicks(t *testing.T, panel string, ticks []svgText) {
 func tickTexts(ts []svgText) []string {
 	var out []string
 	for _, tx := range ts {
-		out = append(out, tx.s)
+		out = append(out, tx.S)
 	}
 	return out
 }
@@ -532,8 +422,8 @@ func TestChartLegendsSpellTheConfig(t *testing.T) {
 	for _, pic := range scenarioPictures(t) {
 		doc := parseSVG(t, pic.svg)
 		has := map[string]bool{}
-		for _, tx := range doc.texts {
-			has[tx.s] = true
+		for _, tx := range doc.Texts {
+			has[tx.S] = true
 		}
 		observed := map[string]bool{}
 		for _, pn := range pic.tl.Panels {
@@ -582,8 +472,8 @@ func TestChartOneStepIsReadable(t *testing.T) {
 		doc := parseSVG(t, pic.svg)
 		// The data area's width: the longest horizontal grid line.
 		width := 0.0
-		for _, p := range doc.paths {
-			if b := p.bounds(); p.stroke == "#808080" && b.y0 == b.y1 {
+		for _, p := range doc.Paths {
+			if b := bounds(p); p.Stroke == "#808080" && b.y0 == b.y1 {
 				width = math.Max(width, b.x1-b.x0)
 			}
 		}
@@ -593,17 +483,17 @@ func TestChartOneStepIsReadable(t *testing.T) {
 			}
 			continue // no panel: nothing observed
 		}
-		for _, p := range doc.paths {
-			b := p.bounds()
-			series := p.fill == "none" && (p.stroke == hexOf(chart.ObservedColor) || p.stroke == "#D62728")
+		for _, p := range doc.Paths {
+			b := bounds(p)
+			series := p.Fill == "none" && (p.Stroke == hexOf(chart.ObservedColor) || p.Stroke == "#D62728")
 			band := false
 			for _, c := range chart.ConditionColor {
-				band = band || p.fill == hexOf(c)
+				band = band || p.Fill == hexOf(c)
 			}
 			// Legend thumbnails are 20 points wide; anything of the
 			// series or band colors wider than that is in a panel.
 			if (series || band) && b.x1-b.x0 > 25 && b.x1-b.x0 < width*0.9 {
-				t.Errorf("%s: a %s%s %.0f points wide in a panel %.0f wide: the only step is a stub", pic.name, p.stroke, p.fill, b.x1-b.x0, width)
+				t.Errorf("%s: a %s%s %.0f points wide in a panel %.0f wide: the only step is a stub", pic.name, p.Stroke, p.Fill, b.x1-b.x0, width)
 			}
 			if (series || band) && b.x1-b.x0 <= 25 && b.x1-b.x0 > 0 && !inLegend(doc, b) {
 				t.Errorf("%s: a stub %.0f points wide", pic.name, b.x1-b.x0)
@@ -619,9 +509,9 @@ func TestChartOneStepIsReadable(t *testing.T) {
 // line.
 func inLegend(doc svgDoc, b box) bool {
 	right := math.Inf(-1)
-	for _, p := range doc.paths {
-		if p.stroke == "#808080" {
-			right = math.Max(right, p.bounds().x1)
+	for _, p := range doc.Paths {
+		if p.Stroke == "#808080" {
+			right = math.Max(right, bounds(p).x1)
 		}
 	}
 	return b.x0 > right
