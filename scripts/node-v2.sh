@@ -50,7 +50,7 @@ guest_ip=10.0.2.15
 guest_name=evictd-v2
 # The tests the tier runs in the guest (test/node's, by name): see
 # docs/testing.md for what each proves on v2.
-tests=${EVICTD_NODE_V2_RUN:-'^(TestNodeReady|TestPodsOfEachQoSClass|TestSummaryWithHugePages|TestNoTrafficGuardCountsALeak|TestPullsStayOnLoopback|TestEvictdEvictsFirst|TestSameOrderAsKubelet|TestMemoryQoSNeverFights)$'}
+tests=${EVICTD_NODE_V2_RUN:-'^(TestNodeReady|TestPodsOfEachQoSClass|TestSummaryWithHugePages|TestNoTrafficGuardCountsALeak|TestPullsStayOnLoopback|TestEvictdEvictsFirst|TestGrowthStopOnNode|TestSameOrderAsKubelet|TestMemoryQoSNeverFights)$'}
 
 v2log() { printf 'node-v2: %s\n' "$*" >&2; }
 
