@@ -201,21 +201,12 @@ resolvConf: ""
 # otherwise drops the node's EvictionThresholdMet); nothing listens on it.
 clusterDNS: [127.0.0.1]
 clusterDomain: cluster.local
-maxPods: $MAX_PODS
 systemReserved:
   memory: ${reserved_mi}Mi
-enforceNodeAllocatable: [pods]
-evictionHard:
-  memory.available: ${THRESHOLD_MI}Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-  imagefs.inodesFree: 1%
-evictionPressureTransitionPeriod: 20s
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-serializeImagePulls: false
 EOF
+# The v1 node's shared settings (maxPods, thresholds, image GC off):
+# scripts/node.sh's kubelet_node_yaml, written by the host.
+cat "$run/kubelet-node.yaml" >>/var/lib/kubelet/config.yaml
 # The kubelet's configuration where the tests (and the DaemonSet's hostPath)
 # look for it.
 ln -sf /var/lib/kubelet/config.yaml "$dir/kubelet.yaml"

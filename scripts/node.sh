@@ -326,10 +326,19 @@ resolvConf: ""
 # lookup fails at once and no packet leaves loopback.
 clusterDNS: [127.0.0.1]
 clusterDomain: cluster.local
-maxPods: $max_pods
 kernelMemcgNotification: $memcg_notification
 systemReserved:
   memory: ${reserved_mi}Mi
+EOF
+	kubelet_node_yaml >>"$dir/kubelet.yaml"
+}
+
+# kubelet_node_yaml: the kubelet settings both nodes share (scripts/node-v2.sh
+# puts them on the VM node's run disk): pods, the pods' allocatable
+# enforced, the memory.available hard threshold, image GC off.
+kubelet_node_yaml() {
+	cat <<EOF
+maxPods: $max_pods
 enforceNodeAllocatable: [pods]
 evictionHard:
   memory.available: ${threshold_mi}Mi
