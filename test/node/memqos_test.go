@@ -194,4 +194,3 @@ func workloadOf(t *testing.T, col *collect.Collector, p *corev1.Pod) collect.Wor
 	t.Fatalf("pod %s (%s): no cgroup discovered", p.Name, p.UID)
 	return collect.Workload{}
 }
-
