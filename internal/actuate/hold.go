@@ -92,8 +92,6 @@ const (
 // pageSize rounds memory.high as the kernel does (it stores pages).
 const pageSize = 4096
 
-
-
 // ErrNoPidsCgroup is returned for a PID hold on a v1 workload that has no
 // cgroup of the pids controller at the path of its memory cgroup.
 var ErrNoPidsCgroup = errors.New("no pids cgroup at the workload's path")
@@ -135,7 +133,7 @@ var holdFiles = map[string]struct {
 	read  func(dir string) (uint64, error)
 	write func(dir string, v uint64) error
 }{
-	"memory.high": {cgroupv2.ReadMemoryHigh, cgroupv2.WriteMemoryHigh},
+	"memory.high":           {cgroupv2.ReadMemoryHigh, cgroupv2.WriteMemoryHigh},
 	"memory.limit_in_bytes": {cgroupv1.ReadMemoryLimitInBytes, cgroupv1.WriteMemoryLimitInBytes},
 	"memory.oom_control": {
 		func(dir string) (uint64, error) {
