@@ -263,7 +263,7 @@ v2down_all() {
 v2check() {
 	local bad=0 p
 	for p in /proc/[0-9]*; do
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$v2runs/"; then
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF "$v2runs/"; then
 			v2log "process ${p#/proc/} of a VM node still runs: $(tr '\0' ' ' <"$p/cmdline" | cut -c1-120)"
 			bad=1
 		fi

@@ -71,6 +71,8 @@ type Cluster struct {
 	// Kubelet is the kubelet's HTTPS endpoint (https://127.0.0.1:PORT);
 	// KubeletRoot and PodLogs its root and pod log directories.
 	Kubelet, KubeletRoot, PodLogs string
+	// Containerd is containerd's socket (for ctr).
+	Containerd string
 	// Bin holds the Kubernetes binaries; Images the image archives and,
 	// in Images/bin, the static binaries they were made of (evictd too,
 	// built from the tree under test).
@@ -268,7 +270,8 @@ func load(repo, dir string) (*Cluster, error) {
 	c := &Cluster{Dir: dir, repo: repo, Node: envOr(env, "EVICTD_NODE_NAME", "127.0.0.1"), Kubeconfig: env["KUBECONFIG"],
 		CgroupDriver: envOr(env, "EVICTD_NODE_CGROUP_DRIVER", "cgroupfs"), Systemd: env["EVICTD_NODE_SYSTEMD"] == "1", TimeoutScale: 1,
 		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
-		Bin: env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
+		Containerd: env["EVICTD_NODE_CONTAINERD"],
+		Bin:        env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
 		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
 	if v := env["EVICTD_NODE_TIMEOUT_SCALE"]; v != "" {
 		if c.TimeoutScale, err = strconv.Atoi(v); err != nil || c.TimeoutScale < 1 {
