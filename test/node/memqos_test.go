@@ -27,8 +27,9 @@ import (
 // wrote on the pods that stay are what evictd's own arithmetic
 // (internal/memqos, `evictd qos`) says the kubelet writes, before evictd
 // runs, and they are still exactly that after evictd's install and
-// eviction: evictd in Kubernetes mode writes none of them, and nothing it
-// does makes the kubelet rewrite them. MemoryQoS acts on cgroup v2 only, so
+// eviction: evictd in Kubernetes mode writes none of them (its growth stop
+// writes the victim's pod cgroup memory.high, which the kubelet does not
+// write), and nothing it does makes the kubelet rewrite them. MemoryQoS acts on cgroup v2 only, so
 // on the v1 node the test skips.
 func TestMemoryQoSNeverFights(t *testing.T) {
 	c := node.Get(t)
@@ -174,8 +175,21 @@ func TestMemoryQoSNeverFights(t *testing.T) {
 			t.Errorf("%s: %s after evictd's eviction, the kubelet wrote %s", f, after[f], v)
 		}
 	}
-	for _, l := range append(append(evictdLog(t, logFile, "memory.min"), evictdLog(t, logFile, "memory.low")...), evictdLog(t, logFile, "memory.high")...) {
-		t.Errorf("evictd logged about a memory file: %s", l)
+	// evictd's one write of these files is issue 18's growth stop on the
+	// victim: memory.high on its pod cgroup, a file the kubelet's MemoryQoS
+	// never writes for that pod (it writes container cgroups' memory.high),
+	// so the two never write the same file.
+	hogPod := node.HogPod("hog", "", "64Mi", "")
+	if v := memqos.ForPod(hogPod, s).Cgroup.MemoryHigh; v.Written {
+		t.Errorf("the kubelet writes the hog's pod cgroup memory.high (%s), which evictd's growth stop writes too", v)
+	}
+	for _, l := range evictdLog(t, logFile, "msg=evicted") {
+		if m := logField(l, "growth_stopped"); m != "" && (m != "memory.high" || !strings.Contains(l, "pod="+ns+"/hog")) {
+			t.Errorf("evictd's growth stop %s outside the victim's pod cgroup: %s", m, l)
+		}
+	}
+	for _, l := range append(evictdLog(t, logFile, "memory.min"), evictdLog(t, logFile, "memory.low")...) {
+		t.Errorf("evictd logged about memory protection: %s", l)
 	}
 }
 
