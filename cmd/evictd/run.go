@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -123,6 +121,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
+	outFlags := registerOutputFlags(fs)
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
 	kf := registerKubeFlags(fs)
@@ -162,9 +161,20 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail("--log-format %q: want text or json", *logFormat)
 	}
+	if err := outFlags.check(); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
+		return fail("%v", err)
+	}
+	if !*dryRun {
+		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
+			return fail("%v", err)
+		}
+	}
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -174,14 +184,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		*root = "/"
 	} else if err := checkWorkloadRoot(*root, *dryRun, *allowRoot); err != nil {
-		return fail("%v", err)
-	}
-	if !*dryRun {
-		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
 		return fail("%v", err)
 	}
 	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
@@ -202,11 +204,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
+	log, logw := runLogger(*logFormat, stderr)
+	defer logw.Close(agent.DefaultFlushTimeout)
 	for _, w := range warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
@@ -216,6 +215,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		Hooks: hooks, Log: log,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
 		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
+		StopTimeout: outFlags.stop(),
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
@@ -243,16 +243,18 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	// Until the reload is wired below, a SIGHUP must not end the agent.
 	signal.Ignore(syscall.SIGHUP)
-	if *decisionLog != "" {
-		dl, err := agent.OpenDecisionLog(*decisionLog)
-		if err != nil {
-			return fail("--decision-log: %v", err)
-		}
+	reloads := agent.NewReloader(log)
+	dl, err := openDecisionLog(*decisionLog, outFlags, reloads)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if dl != nil {
 		defer dl.Close()
 		opts.DecisionLog = dl
 	}
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
+		countDrops(logw, opts.Metrics)
 	}
 	h, err := hostmode.New(opts)
 	if err != nil {
@@ -266,9 +268,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		defer srv.Close()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := runSignals()
 	defer stop()
-	reloads := agent.NewReloader(log)
 	if *workloadsPath != "" {
 		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
 	}

@@ -35,6 +35,9 @@ type Metrics struct {
 	Condition        *prometheus.GaugeVec
 	LastSync         prometheus.Gauge
 	SyncErrors       *prometheus.CounterVec
+	// OutputDropped counts what the outputs' queues could not take (a
+	// stalled disk or pipe): evictd_output_dropped_total{output}.
+	OutputDropped *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -66,13 +69,14 @@ func NewMetrics() *Metrics {
 			Help: "Unix time of the last synchronize."}),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
+		OutputDropped: newOutputDropped(),
 	}
 	// The Go runtime's and the process's own metrics (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes): a long-running agent
 	// is watched for leaks with them (bench/soak.sh).
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
-		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors)
+		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.OutputDropped)
 	return m
 }
 
@@ -122,7 +126,8 @@ func Serve(addr string, m *Metrics, healthy func() error) (*Server, error) {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	lim := capConns(ln, maxConns)
+	s := &Server{srv: newHTTPServer(mux, lim), ln: lim}
 	go s.srv.Serve(ln)
 	return s, nil
 }
@@ -144,6 +149,9 @@ func (s *Server) Close() error {
 func (a *Agent) Healthy() error {
 	if err := a.blindness(); err != nil {
 		return err
+	}
+	if a.busy(a.cfg.Clock.Now()) {
+		return nil // an eviction's grace period or its cleanup wait holds the loop
 	}
 	last := a.LastSync()
 	if last.IsZero() {

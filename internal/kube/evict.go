@@ -61,7 +61,10 @@ type Evictor struct {
 	CallTimeout time.Duration
 	// Local, when set, kills an immediate eviction's pod cgroup on this
 	// node when it still runs after the grace period plus a deadline.
-	Local  *LocalFallback
+	Local *LocalFallback
+	// Posts, when set, creates the Events off the eviction path (an API
+	// server slow to take them must not delay the next decision).
+	Posts  *agent.Queue[func()]
 	DryRun bool
 	Log    *slog.Logger
 	Now    func() time.Time // nil: time.Now
@@ -232,9 +235,11 @@ func (e *Evictor) forget(uid types.UID) {
 // record adds the kubelet's DisruptionTarget condition and Evicted Event.
 // Failures are logged: the pod is on its way out either way.
 func (e *Evictor) record(ctx context.Context, pod *v1.Pod, ev policy.Eviction) {
-	if err := e.event(ctx, podRef(pod), ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations); err != nil {
-		e.log().Warn("recording the Evicted event failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-	}
+	e.post(ctx, func(ctx context.Context) {
+		if err := e.event(ctx, podRef(pod), ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations); err != nil {
+			e.log().Warn("recording the Evicted event failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	})
 	if ev.Condition == nil {
 		return
 	}

@@ -55,6 +55,8 @@ type Options struct {
 	DecisionLog *agent.DecisionLog
 	Metrics     *agent.Metrics
 	Log         *slog.Logger
+	// StopTimeout: agent.Config.StopTimeout.
+	StopTimeout time.Duration
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 }
@@ -70,6 +72,7 @@ type Node struct {
 	Collector *collect.Collector
 	// DiskStats says where disk stats come from ("" when they are off).
 	DiskStats string
+	posts     *agent.Queue[func()] // Events, created off the loop
 }
 
 // New connects to the API server, lists the node's pods, and wires the
@@ -167,9 +170,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	n.Wakeups = wk
 
-	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log}
+	n.posts = newPosts(o.Metrics)
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Posts: n.posts}
+	k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
+	k.DryRun = dry
+	k.ThawLeft(filepath.Join(memRoot, col.PodsCgroup()))
 	if !dry && o.LocalDeadline >= 0 {
-		k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
 	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
@@ -177,11 +183,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
+			n.posts.Close(0)
 			return nil, err
 		}
 	}
 	onRecord := func(rec agent.Record) {
-		events.Record(rec)
+		postNodeEvents(n.posts, events, rec)
 		if n.Shadow != nil {
 			n.Shadow.Record(rec)
 		}
@@ -190,9 +197,11 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
+		StopTimeout: o.StopTimeout,
 	})
 	if err != nil {
 		wk.Close()
+		n.posts.Close(0)
 		return nil, err
 	}
 	n.Agent = a
@@ -208,6 +217,7 @@ const syncTimeoutDefault = 60 * time.Second
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Wakeups.Close()
 	defer n.Pods.Close()
+	defer n.posts.Close(agent.DefaultFlushTimeout)
 	return n.Agent.Run(ctx)
 }
 
@@ -215,6 +225,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Close() {
 	n.Wakeups.Close()
 	n.Pods.Close()
+	n.posts.Close(agent.DefaultFlushTimeout)
 }
 
 // filesystemsOf tells the kubelet's filesystem layout from its Summary: the
