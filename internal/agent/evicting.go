@@ -44,7 +44,7 @@ func (a *Agent) killContext(ctx context.Context) (context.Context, func()) {
 	stop := context.AfterFunc(ctx, func() {
 		if p := a.currentEviction(); p != nil && timeout >= 0 {
 			a.log.Info("stopping: letting the eviction in progress finish its grace period first",
-				"pod", p.Pod.Namespace+"/"+p.Pod.Name, "deadline", p.Deadline.UTC().Format(time.RFC3339), "stop_timeout", timeout)
+				"pod", p.Pod.Namespace+"/"+p.Pod.Name, "deadline", p.Deadline.UTC(), "stop_timeout", timeout)
 		}
 		if timeout < 0 {
 			cancel()
@@ -107,7 +107,7 @@ func (a *Agent) evict(ctx context.Context, pod *v1.Pod, act Action, ev policy.Ev
 		if act.Grace > 0 {
 			a.log.Info("eviction started; waiting for the workload to exit within its grace period",
 				"pod", act.Pod.Namespace+"/"+act.Pod.Name, "signal", act.Signal, "grace", act.Grace,
-				"deadline", p.Deadline.UTC().Format(time.RFC3339))
+				"deadline", p.Deadline.UTC())
 		}
 	}
 	res, err := a.cfg.Evictor.Evict(kctx, pod, act.Grace, ev)
@@ -116,7 +116,7 @@ func (a *Agent) evict(ctx context.Context, pod *v1.Pod, act Action, ev policy.Ev
 	}
 	if err != nil && kctx.Err() != nil {
 		a.log.Warn("the stop's timeout ended the wait for the grace period; the next start finishes this eviction at its deadline",
-			"pod", act.Pod.Namespace+"/"+act.Pod.Name, "deadline", p.Deadline.UTC().Format(time.RFC3339))
+			"pod", act.Pod.Namespace+"/"+act.Pod.Name, "deadline", p.Deadline.UTC())
 		a.flushState()
 		return res, err
 	}
@@ -153,7 +153,7 @@ func (a *Agent) resume(ctx context.Context) {
 		return
 	}
 	a.log.Info("resuming an eviction interrupted by the last stop; its grace period is not restarted",
-		"pod", name, "started", p.Started.UTC().Format(time.RFC3339), "deadline", p.Deadline.UTC().Format(time.RFC3339))
+		"pod", name, "started", p.Started.UTC(), "deadline", p.Deadline.UTC())
 	a.setPending(p)
 	trig := Trigger{Reason: "resume", At: a.cfg.Clock.Now()}
 	act := Action{Kind: "evict", Pod: p.Pod, Signal: p.Eviction.Signal, Grace: p.Grace, Message: p.Eviction.Message}

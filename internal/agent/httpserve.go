@@ -3,6 +3,7 @@ package agent
 import (
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -31,10 +32,19 @@ const (
 	httpMaxHeaderBytes = 8 << 10
 	// maxConns bounds the connections held at once: a Prometheus or two, a
 	// liveness probe, a curl. At the cap a new connection closes the
-	// longest-idle one, or else the oldest that has not sent a request yet,
-	// so a flood of idle or slow connections cannot lock a probe out; it is
-	// refused only when every connection is in the middle of a request.
+	// longest-idle one, or else the oldest that has not sent a whole
+	// request within newConnGrace, so idle or slow connections held open
+	// cannot lock a probe out. When none can go (every connection is in a
+	// request or just came), the new one waits: the kernel's listen queue
+	// holds the others, without a descriptor of evictd's.
 	maxConns = 32
+	// newConnGrace is how long a new connection is safe from being closed
+	// for a newer one: time for its request to be read even when a flood
+	// keeps the accept loop busy and the machine loaded (a probe sends it
+	// at once), far shorter than the header timeout.
+	newConnGrace = 250 * time.Millisecond
+	// connWait is how often a new connection at the cap looks for a slot.
+	connWait = 10 * time.Millisecond
 )
 
 func newHTTPServer(h http.Handler, lim *connLimiter) *http.Server {
@@ -72,18 +82,24 @@ func capConns(ln net.Listener, max int) *connLimiter {
 // Accept implements net.Listener.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
+		// Let the connection accepted last read its request first: under
+		// a flood accept4 never blocks, and the accept loop would run on.
+		runtime.Gosched()
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
 		lc := &limitedConn{Conn: c, l: l, state: http.StateNew, since: time.Now()}
-		if victim, ok := l.admit(lc); ok {
-			if victim != nil {
-				victim.Conn.Close() // the server sees the read fail and lets it go
+		for {
+			victim, ok := l.admit(lc)
+			if ok {
+				if victim != nil {
+					victim.Conn.Close() // the server sees the read fail and lets it go
+				}
+				return lc, nil
 			}
-			return lc, nil
+			time.Sleep(connWait)
 		}
-		c.Close() // every connection is serving a request: refuse this one
 	}
 }
 
@@ -93,8 +109,9 @@ func (l *connLimiter) admit(c *limitedConn) (victim *limitedConn, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) >= l.max {
+		now := time.Now()
 		for o := range l.conns {
-			if o.state == http.StateActive {
+			if o.state == http.StateActive || o.state == http.StateNew && now.Sub(o.since) < newConnGrace {
 				continue
 			}
 			if closeFirst(o, victim) {

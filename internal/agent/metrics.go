@@ -128,7 +128,7 @@ func Serve(addr string, m *Metrics, healthy func() error) (*Server, error) {
 	})
 	lim := capConns(ln, maxConns)
 	s := &Server{srv: newHTTPServer(mux, lim), ln: lim}
-	go s.srv.Serve(ln)
+	go s.srv.Serve(s.ln)
 	return s, nil
 }
 
