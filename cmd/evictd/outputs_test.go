@@ -125,6 +125,21 @@ func (p *agentProc) wait(want string, d time.Duration) string {
 	}
 }
 
+// waitMaybe is wait that reports a line not logged in d instead of failing.
+func (p *agentProc) waitMaybe(want string, d time.Duration) (string, bool) {
+	timeout := time.After(d)
+	for {
+		select {
+		case l := <-p.lines:
+			if strings.Contains(l, want) {
+				return l, true
+			}
+		case <-timeout:
+			return "", false
+		}
+	}
+}
+
 func (p *agentProc) logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -232,8 +247,16 @@ func TestRealStopDuringGracePeriod(t *testing.T) {
 	t.Run("finished within the stop timeout", func(t *testing.T) {
 		_, h, args, _ := setup(t)
 		p := startAgent(t, nil, nil, append(args, "--metrics-addr", "")...)
-		started := p.wait("eviction started", 60*time.Second)
-		deadline := logTime(t, started, "deadline")
+		// The soft threshold is met at the first synchronize; its 1 s
+		// grace period later, the eviction starts, so its deadline is
+		// at least met + 1 s + grace.
+		p.wait("eviction thresholds met", 60*time.Second)
+		deadline := time.Now().Add(time.Second + grace*time.Second)
+		if l, ok := p.waitMaybe("eviction started", 4*time.Second); ok {
+			deadline = logTime(t, l, "deadline")
+		} else {
+			t.Error(`no "eviction started" line: the grace period's start is not logged`)
+		}
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-h.Done:
@@ -488,14 +511,20 @@ func TestRunRefusesOutputsThatAreNotFiles(t *testing.T) {
 }
 
 // selftest removes its sandbox on every catchable signal that would end
-// it, not only SIGINT and SIGTERM: a dropped ssh session (SIGHUP) used to
-// leave the sandbox cgroup and its workload behind.
+// it, not only SIGINT and SIGTERM: a dropped ssh session (SIGHUP) or a
+// SIGQUIT used to leave the sandbox cgroup and its workload behind.
 func TestRealSelftestCleansUpOnSignals(t *testing.T) {
 	sandboxtest.NeedMode(t, sandbox.V1)
-	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			p := startAgent(t, nil, nil, "selftest", "--rates", "100Mi", "--trials", "3")
 			pattern := filepath.Join(sandbox.V1Memory, fmt.Sprintf("evictd-selftest-%d-*", p.cmd.Process.Pid))
+			t.Cleanup(func() { // what a failing run left
+				for _, root := range []string{sandbox.V1Memory, sandbox.V1Freezer} {
+					m, _ := filepath.Glob(filepath.Join(root, fmt.Sprintf("evictd-selftest-%d-*", p.cmd.Process.Pid)))
+					cgrouptest.RemoveTree(t, m...)
+				}
+			})
 			var workload []int
 			for deadline := time.Now().Add(60 * time.Second); len(workload) == 0; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {

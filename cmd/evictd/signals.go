@@ -7,18 +7,18 @@ import (
 	"syscall"
 )
 
-// cleanupSignals are the signals whose default action ends the process and
-// that a program can catch, but those that report a crash (SIGABRT,
-// SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGSYS, SIGTRAP) and SIGPROF (the Go
-// profiler's). A command that builds something it must take down again —
+// cleanupSignals are the signals that end a Go program and can be caught:
+// SIGHUP, SIGINT and SIGTERM (exit), SIGQUIT, SIGABRT, SIGTRAP, SIGSYS and
+// SIGSTKFLT (exit with a stack dump), SIGPIPE (a write to a closed standard
+// output), and SIGXCPU (the CPU limit's warning before the kernel's
+// SIGKILL). A command that builds something it must take down again —
 // selftest's and demo's sandbox cgroups and workloads, selftest's pod —
-// stops on any of them and takes it down: a dropped ssh session (SIGHUP), a
-// closed pipe (SIGPIPE), a CPU or file-size limit (SIGXCPU, SIGXFSZ), a
-// stray SIGUSR1 must not leave a sandbox behind.
+// stops on any of them and takes it down: a dropped ssh session (SIGHUP) or
+// a closed pipe must not leave a sandbox behind. (Signals the Go runtime
+// takes no action on, SIGUSR1 for one, are left alone.)
 var cleanupSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGPIPE,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM,
-	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSTKFLT, syscall.SIGPWR, syscall.SIGIO,
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT,
+	syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGSTKFLT, syscall.SIGPIPE, syscall.SIGXCPU,
 }
 
 // cleanupContext is a context that ends on any of cleanupSignals.
