@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/connflood"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -315,55 +315,6 @@ func TestRealStopDuringGracePeriod(t *testing.T) {
 	})
 }
 
-// flood holds idle keep-alive connections (a request answered, then
-// nothing) and slow ones (headers that never end) to addr, dialling again
-// whenever the server closes one, until stop is called. It returns how many
-// connections it made.
-func flood(addr string, idle, slow int) (dials *atomic.Int64, stop func()) {
-	dials = new(atomic.Int64)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < idle+slow; i++ {
-		wg.Add(1)
-		go func(slowConn bool) {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				dials.Add(1)
-				go func() { <-done; c.Close() }()
-				if slowConn {
-					fmt.Fprint(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n")
-					for {
-						time.Sleep(500 * time.Millisecond)
-						if _, err := fmt.Fprint(c, "X-Slow: 1\r\n"); err != nil {
-							break
-						}
-					}
-				} else {
-					fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-					br := bufio.NewReader(c)
-					if resp, err := http.ReadResponse(br, nil); err == nil {
-						io.Copy(io.Discard, resp.Body)
-						io.Copy(io.Discard, br) // idle until the server lets go
-					}
-				}
-				c.Close()
-			}
-		}(i >= idle)
-	}
-	var once sync.Once
-	return dials, func() { once.Do(func() { close(done); wg.Wait() }) }
-}
-
 // 300 idle and 300 slow connections to /metrics and /healthz, held and
 // renewed, with evictd's descriptor limit at 256: synchronizes and
 // evictions go on, /healthz answers, evictd holds a bounded number of
@@ -381,11 +332,11 @@ func TestRealIdleConnectionFlood(t *testing.T) {
 		"--psi", "off", "--eviction-hard", "memory.available<200Mi")
 	p.wait("evictd running", 30*time.Second)
 	waitHealthy(t, addr)
-	dials, stop := flood(addr, 300, 300)
-	defer stop()
-	for deadline := time.Now().Add(60 * time.Second); dials.Load() < 600; time.Sleep(50 * time.Millisecond) {
+	fl := connflood.Start(addr, 300, 300)
+	defer fl.Stop()
+	for deadline := time.Now().Add(60 * time.Second); fl.Dials() < 600; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d connections made in 60 s", dials.Load())
+			t.Fatalf("only %d connections made in 60 s", fl.Dials())
 		}
 	}
 	time.Sleep(time.Second) // the flood settles: every slot of the server taken again and again
@@ -399,7 +350,7 @@ func TestRealIdleConnectionFlood(t *testing.T) {
 	p.wait("msg=evicted", 30*time.Second)
 	asked := time.Now()
 	code, body, err := healthz(addr)
-	t.Logf("/healthz answered in %s under a flood that made %d connections", time.Since(asked), dials.Load())
+	t.Logf("/healthz answered in %s under a flood that made %d connections", time.Since(asked), fl.Dials())
 	if err != nil || code != 200 {
 		t.Fatalf("/healthz under the flood: %d %q %v", code, body, err)
 	}
@@ -413,7 +364,7 @@ func TestRealIdleConnectionFlood(t *testing.T) {
 	if strings.Contains(p.logs(), "too many open files") {
 		t.Errorf("evictd ran out of descriptors:\n%s", p.logs())
 	}
-	stop()
+	fl.Stop()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.waitExit(30 * time.Second); err != nil {
 		t.Fatalf("exit: %v", err)

@@ -56,10 +56,16 @@ memoryReservationPolicy and memoryThrottlingFactor and the workloads file.
 Values are left in place at stop; "evictd qos --live" compares them with
 what is written now (docs/qos.md).
 
-Each decision that has something to say is appended to the decision log as
-one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
-and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
-action and per state change, nothing per tick.
+Each decision that acted or changed something is appended to the decision
+log as one JSON line (the data "evictd explain -o json" prints; the ranking
+only where a pod was evicted), with a heartbeat every 30 s while pressure
+stays; the file rotates at --decision-log-max-size, keeping
+--decision-log-keep old ones. Prometheus metrics and /healthz are served on
+127.0.0.1:9847 by default. Logs: one line per action and per state change,
+nothing per tick. Every output goes through a bounded queue: a slow disk or
+a stalled pipe costs records (evictd_output_dropped_total), never a
+decision, a kill or a stop. The decision log and the state file must be
+regular files (a link, a FIFO or a device is refused).
 
 --dry-run logs exactly what would be killed and changes nothing (the state
 file is not written). --check validates the configuration, the output paths
@@ -67,8 +73,11 @@ and the metrics address, and exits.
 
 One agent per workload root: a second one on the same root, or on a cgroup
 inside or around it, is refused with the first one's PID. SIGHUP reloads the
-workloads file (a file with an error is logged and the running one kept);
-SIGINT and SIGTERM stop the agent cleanly.
+workloads file (a file with an error is logged and the running one kept) and
+reopens the decision log. SIGINT and SIGTERM stop the agent cleanly; an
+eviction whose grace period runs then finishes within --stop-timeout, or the
+next start finishes it at its deadline (a stop never shortens a grace
+period).
 
 Example:
   evictd run --dry-run

@@ -309,6 +309,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	if d := b.Sync(context.Background(), Trigger{Reason: "start", At: clock.Now()}).Decision; len(d.Evictions) != 1 {
 		t.Fatalf("restart lost the grace timer: in grace %+v, evictions %v", d.InGrace, d.Evictions)
 	}
+	b.flushState()
 	if err := os.WriteFile(sf, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}

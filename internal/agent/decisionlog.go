@@ -138,9 +138,9 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return nil, fmt.Errorf("%s: is a symbolic link; evictd writes and reads its own files only as regular files", path)
+		return nil, fmt.Errorf("%s: is a symbolic link, want a file (evictd writes and reads its own files only as regular files)", path)
 	case errors.Is(err, syscall.ENXIO):
-		return nil, fmt.Errorf("%s: is a FIFO or socket, want a regular file", path)
+		return nil, fmt.Errorf("%s: is a FIFO or socket, want a file", path)
 	case err != nil:
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func checkRegular(path string, m fs.FileMode) error {
 	case m&fs.ModeDevice != 0:
 		what = "a device"
 	}
-	return fmt.Errorf("%s: is %s; evictd writes and reads its own files only as regular files", path, what)
+	return fmt.Errorf("%s: is %s, want a file (evictd writes and reads its own files only as regular files)", path, what)
 }
 
 // CheckOutputPath refuses a path that exists and is not a regular file (a

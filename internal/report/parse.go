@@ -254,12 +254,13 @@ func (r *Reader) produce(jobs chan<- *batch, stop <-chan struct{}) {
 	defer close(r.order)
 	defer close(jobs)
 	br := bufio.NewReaderSize(r.src, 1<<20)
+	var scratch []byte // readLine's, reused: each line is cloned below
 	line := 0
 	for {
 		b := &batch{done: make(chan struct{})}
 		size, last := 0, false
 		for len(b.entries) < batchLines && size < batchBytes {
-			text, newline, err := readLine(br)
+			text, newline, err := readLine(br, &scratch)
 			if err != nil && !errors.Is(err, errLineTooLong) {
 				if !errors.Is(err, io.EOF) {
 					b.err = fmt.Errorf("%s: %w", r.name, err)
@@ -355,10 +356,13 @@ var errLineTooLong = fmt.Errorf("line longer than %d MiB: not a record", MaxLine
 
 // readLine returns the next line (without its newline) and whether it had
 // one; io.EOF at the end. A line longer than MaxLine is read to its end
-// without being kept and returned as errLineTooLong.
-func readLine(br *bufio.Reader) ([]byte, bool, error) {
-	var long []byte
-	tooLong := false
+// without being kept and returned as errLineTooLong. A line longer than
+// br's buffer is put together in *scratch, which the next call reuses: the
+// caller copies what it keeps.
+func readLine(br *bufio.Reader, scratch *[]byte) ([]byte, bool, error) {
+	long := (*scratch)[:0]
+	defer func() { *scratch = long[:0] }()
+	tooLong, joined := false, false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		switch {
@@ -366,16 +370,17 @@ func readLine(br *bufio.Reader) ([]byte, bool, error) {
 			if tooLong {
 				return nil, true, errLineTooLong
 			}
-			if long != nil {
-				return append(long, chunk...), true, nil
+			if joined {
+				long = append(long, chunk...)
+				return long, true, nil
 			}
 			return chunk, true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			if tooLong || len(long)+len(chunk) > MaxLine {
-				tooLong, long = true, nil
+				tooLong, long = true, long[:0]
 				continue
 			}
-			long = append(long, chunk...)
+			long, joined = append(long, chunk...), true
 		case errors.Is(err, io.EOF):
 			if tooLong {
 				return nil, false, errLineTooLong
@@ -383,7 +388,8 @@ func readLine(br *bufio.Reader) ([]byte, bool, error) {
 			if len(chunk) == 0 && len(long) == 0 {
 				return nil, false, io.EOF
 			}
-			return append(long, chunk...), false, nil
+			long = append(long, chunk...)
+			return long, false, nil
 		default:
 			return nil, false, err
 		}
