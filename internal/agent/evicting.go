@@ -10,12 +10,13 @@ import (
 )
 
 // DefaultStopTimeout is how long a stop (SIGTERM) waits for an eviction in
-// progress to finish its grace period and kill. It fits in the 30 s that
-// Kubernetes gives a pod to stop (terminationGracePeriodSeconds) and the
-// 90 s systemd gives a unit (TimeoutStopSec), with room to flush the
-// outputs. A grace period that ends later is not cut short: the eviction
-// and its deadline stay in the state file and the next start finishes it.
-const DefaultStopTimeout = 25 * time.Second
+// progress to finish its grace period and kill. With the outputs' flush
+// after it (DefaultFlushTimeout each, when they are stalled) it fits in the
+// 30 s Kubernetes gives a pod to stop (terminationGracePeriodSeconds) and
+// the shipped unit's TimeoutStopSec. A grace period that ends later is not
+// cut short: the eviction and its deadline stay in the state file and the
+// next start finishes it.
+const DefaultStopTimeout = 20 * time.Second
 
 // evictBusySlack is how long past an eviction's grace period /healthz still
 // counts the agent as busy rather than stuck: the hard kill's wait for the

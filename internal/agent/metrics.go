@@ -145,7 +145,8 @@ func (s *Server) Close() error {
 // Healthy returns a health check for a: unhealthy before the first
 // synchronize, when none ran for three intervals, or when the last
 // UnhealthyAfter synchronizes could not read the workloads or the stats (the
-// agent runs but is blind).
+// agent runs but is blind). An eviction holding the loop (its grace period,
+// its kill, the cleanup wait after it) counts as working, not stuck.
 func (a *Agent) Healthy() error {
 	if err := a.blindness(); err != nil {
 		return err
