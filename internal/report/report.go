@@ -387,7 +387,7 @@ table.rank td, table.rank th { border: none; padding: 0 0.3em; font-size: 0.9em;
 {{if .Summary.Errors}}<tr><th>synchronizes stopped early</th><td>{{range $i, $c := .Summary.Errors}}{{if $i}}<br>{{end}}{{$c.N}} × {{$c.Name}}{{end}}</td></tr>{{end}}
 {{if not .Created.IsZero}}<tr><th>page made</th><td>{{ts .Created}}</td></tr>{{end}}
 </table>
-<p class="note">The log holds only the synchronizes where something happened (a threshold met, a node condition, an action, an error); where records are more than {{.MaxGap}} apart the chart's lines break: nothing was met then.{{if .Bucket}} The chart downsamples the {{.Summary.Records}} records into buckets of {{.Bucket}}, keeping each bucket's minimum and maximum, so spikes stay visible.{{end}}</p>
+<p class="note">The log holds only the synchronizes where something happened or changed (a threshold met, a node condition, an action, an error), and a heartbeat every 30 s while it lasts; where records are more than {{.MaxGap}} apart the chart's lines break: nothing was met then.{{if .Bucket}} The chart downsamples the {{.Summary.Records}} records into buckets of {{.Bucket}}, keeping each bucket's minimum and maximum, so spikes stay visible.{{end}}</p>
 {{if .Summary.NotRecords}}<p class="note" id="not-records">{{.Summary.NotRecords}} lines are not decision records (log lines, as kubectl logs mixes them in) and were skipped.</p>{{end}}
 {{if .Summary.Skipped}}<p class="note" id="skipped">{{.Summary.Skipped}} malformed records were skipped (--skip-bad); the first: {{.Summary.FirstSkipped}}</p>{{end}}
 {{if .Summary.Incomplete}}<p class="note">The log's last line is incomplete (the file was copied while evictd was writing it) and was left out.</p>{{end}}
