@@ -91,7 +91,12 @@ func SaveState(path string, s policy.State) error {
 	return saveStateBytes(path, b)
 }
 
-func saveStateBytes(path string, b []byte) error {
+func saveStateBytes(path string, b []byte) error { return writeFileAtomic(path, b, outputFileMode) }
+
+// writeFileAtomic writes b to path atomically: a temporary file in the same
+// directory (made if missing), fsync, rename, fsync of the directory. A
+// link, a FIFO or a device at path is refused, not replaced.
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -104,7 +109,7 @@ func saveStateBytes(path string, b []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := tmp.Chmod(outputFileMode); err != nil {
+	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
 		return err
 	}
