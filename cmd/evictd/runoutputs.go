@@ -54,7 +54,7 @@ type outputFlags struct {
 
 func registerOutputFlags(fs *flag.FlagSet) *outputFlags {
 	o := &outputFlags{maxSize: byteSize{agent.DefaultDecisionLogMaxSize}}
-	fs.Var(&o.maxSize, "decision-log-max-size", "rotate the decision log file when it would grow past this size (0: never); the files kept take at most this × (--decision-log-keep + 1)")
+	fs.Var(&o.maxSize, "decision-log-max-size", "rotate the decision log file when it would grow past this `size` (0: never); the files kept take at most this × (--decision-log-keep + 1)")
 	o.keep = fs.Int("decision-log-keep", agent.DefaultDecisionLogKeep, "rotated decision log files to keep (FILE.1 is the newest)")
 	o.stopTimeout = fs.Duration("stop-timeout", agent.DefaultStopTimeout, "on SIGTERM, how long an eviction in progress may still run to finish its grace period; one that ends later is finished by the next start at its deadline")
 	return o
