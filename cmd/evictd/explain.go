@@ -65,7 +65,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	imageFs := fs.Bool("dedicated-imagefs", false, "the container runtime's image filesystem is separate from the node filesystem")
 	splitFs := fs.Bool("split-containerfs", false, "container writable layers are on a filesystem separate from images (implies --dedicated-imagefs)")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
 	live := registerLiveFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {

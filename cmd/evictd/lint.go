@@ -64,7 +64,7 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON)")
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
 	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file: check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {

@@ -8,12 +8,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // Exit codes shared by every subcommand.
@@ -88,10 +89,14 @@ func usage(w io.Writer) {
 }
 
 // newFlagSet returns a FlagSet for a subcommand whose --help prints the
-// description, a usage line and the flags to stdout.
-func newFlagSet(name, usageLine, description string, stdout, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("evictd "+name, flag.ContinueOnError)
+// description, a usage line and the flags to stdout. Flags are GNU-style
+// (spf13/pflag, as kubectl and the kubelet): --name VALUE or --name=VALUE,
+// single-letter shorthands such as -o, flags and arguments in any order.
+func newFlagSet(name, usageLine, description string, stdout, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("evictd "+name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.SortFlags = false // the order each command defines, most important first
+	fs.SetNormalizeFunc(longShorthands)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: evictd %s %s\n\n", name, usageLine)
@@ -100,23 +105,78 @@ func newFlagSet(name, usageLine, description string, stdout, stderr io.Writer) *
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w, "Flags:")
-		fs.PrintDefaults()
+		writeFlagUsages(w, fs)
 	}
 	return fs
+}
+
+// helpWidth is where flag descriptions wrap in help: a terminal's 80
+// columns.
+const helpWidth = 80
+
+// writeFlagUsages prints each flag on a line of its own, its description
+// wrapped and indented below it: evictd's flag names and descriptions are
+// long, and pflag's one-line-per-flag table ran past 200 columns.
+func writeFlagUsages(w io.Writer, fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		name, usage := pflag.UnquoteUsage(f)
+		line := "      --" + f.Name
+		if f.Shorthand != "" {
+			line = "  -" + f.Shorthand + ", --" + f.Name
+		}
+		if name != "" && f.Value.Type() != "bool" {
+			line += " " + name
+		}
+		if !zeroDefault(f) {
+			if f.Value.Type() == "string" {
+				usage += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				usage += fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+		}
+		fmt.Fprintf(w, "%s\n        %s\n", line, wrap(usage, helpWidth-8, "        "))
+	})
+}
+
+// zeroDefault reports a flag whose default is its type's zero value, which
+// help does not show.
+func zeroDefault(f *pflag.Flag) bool {
+	switch f.DefValue {
+	case "", "false", "0", "0s", "[]", "<nil>":
+		return true
+	}
+	return false
+}
+
+// longShorthands keeps the spellings of the standard library's flag
+// package, which took every flag with one dash or two, working for the
+// one-letter flags that are now shorthands of long ones: --o is --output,
+// --v is --verbose.
+func longShorthands(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	switch name {
+	case "o":
+		return "output"
+	case "v":
+		return "verbose"
+	}
+	return pflag.NormalizedName(name)
 }
 
 // parseFlags parses args with fs. It returns done=true with the exit code when
 // the command must stop: --help (exit 0, help on stdout) or a flag error
 // (exit 2, the error and usage on stderr).
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
-	// The flag package prints the usage itself on -h and on an error; keep
-	// it quiet while parsing and print it once, where it belongs: --help to
-	// stdout only, the usage after an error to stderr.
+func parseFlags(fs *pflag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
+	// pflag prints the usage itself on -h; keep it quiet while parsing and
+	// print it once, where it belongs: --help to stdout only, the usage
+	// after an error to stderr.
 	usage := fs.Usage
 	fs.Usage = func() {}
 	err := fs.Parse(args)
 	fs.Usage = usage
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		out := fs.Output()
 		fs.SetOutput(stdout)
 		fs.Usage()
@@ -124,6 +184,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, c
 		return true, exitOK
 	}
 	if err != nil {
+		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 		fs.Usage()
 		return true, exitError
 	}

@@ -85,7 +85,7 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	capFlag := fs.String("memory-capacity", "", "the node's memory capacity, e.g. 32Gi (default: MemTotal of this machine)")
 	cgroupVersion := fs.Int("cgroup-version", 2, "the node's cgroup version: 2, or 1 (where MemoryQoS writes nothing)")
 	pageSize := fs.Int64("page-size", int64(os.Getpagesize()), "the node's page size in bytes; memory.high is rounded down to it")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	live := fs.Bool("live", false, "compare what is written now on this host's workloads (--workload-root, --workloads) with what evictd run keeps there")
 	root := fs.String("workload-root", "", "with --live: the workload root, relative to the memory hierarchy root, as given to evictd run")
 	workloadsPath := fs.String("workloads", "", "with --live: the workloads file, as given to evictd run")

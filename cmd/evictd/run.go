@@ -84,6 +84,7 @@ Example:
 type hookFlag map[string][]actuate.Hook
 
 func (h hookFlag) String() string { return "" }
+func (h hookFlag) Type() string   { return "SIGNAL=COMMAND" }
 func (h hookFlag) Set(s string) error {
 	sig, cmd, ok := strings.Cut(s, "=")
 	if !ok || strings.TrimSpace(cmd) == "" {

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -51,7 +51,7 @@ type kubeFlags struct {
 	pdbWait, localDeadline                           *time.Duration
 }
 
-func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
+func registerKubeFlags(fs *pflag.FlagSet) *kubeFlags {
 	return &kubeFlags{
 		on:            fs.Bool("kubernetes", false, "Kubernetes mode: evict this node's pods through the API server (docs/kubernetes.md)"),
 		shadow:        fs.Bool("shadow", false, "Kubernetes mode: decide and record only, and compare with the kubelet's own evictions"),

@@ -44,7 +44,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--check", "--state-file", dir}, "--state-file " + dir + ": is a directory, want a file"},
 		{[]string{"--check", "--state-file", bad + "/state.json"}, "--state-file " + bad + "/state.json: " + bad + " is not a directory"},
 		{[]string{"--dry-run", "--decision-log", dir}, "--decision-log " + dir + ": is a directory"},
-		{[]string{"--check", "--max-input-size", "-1"}, `invalid value "-1" for flag -max-input-size: want a positive size`},
+		{[]string{"--check", "--max-input-size", "-1"}, `invalid argument "-1" for "--max-input-size" flag: want a positive size`},
 		{[]string{"--dry-run", "--max-input-size", "10", "--workloads", bad}, bad + ": file too large: 50 bytes, more than the 10-byte cap (raise it with --max-input-size)"},
 	} {
 		var out, errb bytes.Buffer
