@@ -55,19 +55,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "--help", "help":
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return c.run([]string{"--help"}, stdout, stderr)
+			c, ok := commands[args[1]]
+			if !ok {
+				return unknownCommand(args[1], stderr)
 			}
+			return c.run([]string{"--help"}, stdout, stderr)
 		}
 		usage(stdout)
 		return exitOK
+	case "--version":
+		if c, ok := commands["version"]; ok {
+			return c.run(args[1:], stdout, stderr)
+		}
+	case completeCmd, completeNoDescCmd:
+		return complete(args, stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "evictd: unknown command %q (run 'evictd help' for the list)\n", args[0])
-		return exitError
+		return unknownCommand(args[0], stderr)
 	}
 	return c.run(args[1:], stdout, stderr)
+}
+
+// unknownCommand reports a command that does not exist in one line, with
+// the commands it may be a typo of.
+func unknownCommand(name string, stderr io.Writer) int {
+	if strings.HasPrefix(name, "-") {
+		fmt.Fprintf(stderr, "evictd: %q before a command: the command comes first, evictd COMMAND [flags] (run 'evictd help' for the list)\n", name)
+		return exitError
+	}
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	fmt.Fprintf(stderr, "evictd: unknown command %q%s (run 'evictd help' for the list)\n", name, didYouMean(name, names, ""))
+	return exitError
 }
 
 func usage(w io.Writer) {
@@ -167,11 +189,15 @@ func longShorthands(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 
 // parseFlags parses args with fs. It returns done=true with the exit code when
 // the command must stop: --help (exit 0, help on stdout) or a flag error
-// (exit 2, the error and usage on stderr).
+// (exit 2, one line on stderr). Called with a *flagCapture as stdout (shell
+// completion), it hands over fs without parsing.
 func parseFlags(fs *pflag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
 	// pflag prints the usage itself on -h; keep it quiet while parsing and
-	// print it once, where it belongs: --help to stdout only, the usage
-	// after an error to stderr.
+	// print it where it belongs: --help to stdout.
+	if fc, ok := stdout.(*flagCapture); ok {
+		fc.fs = fs
+		return true, exitOK
+	}
 	usage := fs.Usage
 	fs.Usage = func() {}
 	err := fs.Parse(args)
@@ -184,9 +210,79 @@ func parseFlags(fs *pflag.FlagSet, args []string, stdout io.Writer) (done bool, 
 		return true, exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
-		fs.Usage()
+		// One line, not the whole help: the cause must not scroll away.
+		fmt.Fprintf(fs.Output(), "%s: %s (run '%s --help' for the flags)\n", fs.Name(), flagError(fs, err), fs.Name())
 		return true, exitError
 	}
 	return false, exitOK
+}
+
+// flagError is a flag parsing error with the flags a mistyped name may
+// have meant.
+func flagError(fs *pflag.FlagSet, err error) string {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return err.Error()
+	}
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if short := ne.GetSpecifiedShortnames(); short != "" {
+		// -config: a long flag with one dash, as the standard library's
+		// flag package took it.
+		long, _, _ := strings.Cut(short, "=")
+		if f := fs.Lookup(long); f != nil && !f.Hidden {
+			return fmt.Sprintf("%v; long flags take two dashes: did you mean --%s?", err, long)
+		}
+		return err.Error() + didYouMean(long, names, "--")
+	}
+	return err.Error() + didYouMean(ne.GetSpecifiedName(), names, "--")
+}
+
+// maxSuggestDistance is how many edits (Levenshtein distance) a typo may
+// be from the name it suggests: cobra's default for commands, and enough
+// for a swapped or missing letter ("--confg", "exlpain").
+const maxSuggestDistance = 2
+
+// didYouMean is "; did you mean X?" for the candidates within
+// maxSuggestDistance of typed or that start with it (ignoring case), or ""
+// when there are none.
+func didYouMean(typed string, candidates []string, prefix string) string {
+	var near []string
+	lower := strings.ToLower(typed)
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if levenshtein(lower, lc) <= maxSuggestDistance || (len(lower) >= 2 && strings.HasPrefix(lc, lower)) {
+			near = append(near, prefix+c)
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	sort.Strings(near)
+	return "; did you mean " + strings.Join(near, " or ") + "?"
+}
+
+// levenshtein is the edit distance between a and b, in bytes.
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
