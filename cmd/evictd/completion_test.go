@@ -82,6 +82,8 @@ func TestCompleteProtocol(t *testing.T) {
 		{[]string{"demo", "-o", ""}, []string{"text", "json"}, noFiles},
 		{[]string{"run", "--psi", ""}, []string{"auto", "on", "off"}, noFiles},
 		{[]string{"lint", "--filesystems", ""}, []string{"single", "imagefs", "split"}, noFiles},
+		{[]string{"stat", "--log-level", ""}, []string{"debug", "info", "warn", "error"}, noFiles},
+		{[]string{"lint", "--log-format", ""}, []string{"text", "json"}, noFiles},
 		{[]string{"completion", ""}, []string{"bash", "zsh", "fish", "powershell"}, noFiles},
 		{[]string{"lint", "--config", ""}, nil, files},
 		{[]string{"report", ""}, nil, files},

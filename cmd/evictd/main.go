@@ -189,11 +189,14 @@ func longShorthands(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 
 // parseFlags parses args with fs. It returns done=true with the exit code when
 // the command must stop: --help (exit 0, help on stdout) or a flag error
-// (exit 2, one line on stderr). Called with a *flagCapture as stdout (shell
-// completion), it hands over fs without parsing.
+// (exit 2, one line on stderr). It adds --log-level and --log-format after
+// the command's flags and routes klog to the logger they make. Called with a
+// *flagCapture as stdout (shell completion), it hands over fs without
+// parsing.
 func parseFlags(fs *pflag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
 	// pflag prints the usage itself on -h; keep it quiet while parsing and
 	// print it where it belongs: --help to stdout.
+	addLogFlags(fs)
 	if fc, ok := stdout.(*flagCapture); ok {
 		fc.fs = fs
 		return true, exitOK
@@ -214,6 +217,7 @@ func parseFlags(fs *pflag.FlagSet, args []string, stdout io.Writer) (done bool, 
 		fmt.Fprintf(fs.Output(), "%s: %s (run '%s --help' for the flags)\n", fs.Name(), flagError(fs, err), fs.Name())
 		return true, exitError
 	}
+	routeKlog(commandLogger(fs))
 	return false, exitOK
 }
 

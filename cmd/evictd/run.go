@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -121,7 +120,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hooks := hookFlag{}
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
 	registerInputFlags(fs)
@@ -160,12 +158,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *hookTimeout <= 0 || *refresh < 0 || *psiStall < 0 {
 		return fail("--reclaim-timeout %s / --notifier-refresh %s / --psi-stall %s: want positive durations", *hookTimeout, *refresh, *psiStall)
 	}
-	if *logFormat != "text" && *logFormat != "json" {
-		return fail("--log-format %q: want text or json", *logFormat)
-	}
+	log := commandLogger(fs)
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
+			log: log, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -203,11 +199,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
 	for _, w := range warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}

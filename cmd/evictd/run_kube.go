@@ -67,12 +67,13 @@ func registerKubeFlags(fs *pflag.FlagSet) *kubeFlags {
 
 // runShared are the run flags both modes use.
 type runShared struct {
-	configPath, stateFile, decisionLog, metricsAddr, logFormat string
-	dryRun, check                                              bool
-	interval                                                   time.Duration
-	wakeups                                                    agent.WakeupConfig
-	switches                                                   agent.WakeupSwitches
-	ev                                                         *load.EvictionFlags
+	configPath, stateFile, decisionLog, metricsAddr string
+	log                                             *slog.Logger
+	dryRun, check                                   bool
+	interval                                        time.Duration
+	wakeups                                         agent.WakeupConfig
+	switches                                        agent.WakeupSwitches
+	ev                                              *load.EvictionFlags
 }
 
 // kubePolicyConfig reads the kubelet's configuration file leniently (a
@@ -138,11 +139,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
 		return exitError
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if sh.logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
+	log := sh.log
 	cfgPath, explicit := sh.configPath, sh.configPath != ""
 	if !explicit {
 		cfgPath = defaultKubeletConfig
