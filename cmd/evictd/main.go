@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/internal/suggest"
 )
 
 // Exit codes shared by every subcommand.
@@ -246,47 +248,15 @@ func flagError(fs *pflag.FlagSet, err error) string {
 	return err.Error() + didYouMean(ne.GetSpecifiedName(), names, "--")
 }
 
-// maxSuggestDistance is how many edits (Levenshtein distance) a typo may
-// be from the name it suggests: cobra's default for commands, and enough
-// for a swapped or missing letter ("--confg", "exlpain").
-const maxSuggestDistance = 2
-
-// didYouMean is "; did you mean X?" for the candidates within
-// maxSuggestDistance of typed or that start with it (ignoring case), or ""
-// when there are none.
+// didYouMean is "; did you mean X?" for the candidates a typo may be of
+// (suggest.Near), each with prefix, or "" when there are none.
 func didYouMean(typed string, candidates []string, prefix string) string {
-	var near []string
-	lower := strings.ToLower(typed)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		if levenshtein(lower, lc) <= maxSuggestDistance || (len(lower) >= 2 && strings.HasPrefix(lc, lower)) {
-			near = append(near, prefix+c)
-		}
-	}
+	near := suggest.Near(typed, candidates)
 	if len(near) == 0 {
 		return ""
 	}
-	sort.Strings(near)
+	for i := range near {
+		near[i] = prefix + near[i]
+	}
 	return "; did you mean " + strings.Join(near, " or ") + "?"
-}
-
-// levenshtein is the edit distance between a and b, in bytes.
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
