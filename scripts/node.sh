@@ -339,6 +339,34 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
+	# Drop-ins (--config-dir), merged over kubelet.yaml as JSON merge
+	# patches in lexical order, subdirectories included, *.conf only: the
+	# kubelet's disk thresholds become nodefs.available 2% (10-disk.conf's
+	# 4%, then 20-sub/10-disk.conf's 2%) and imagefs.inodesFree none (null
+	# removes it); README is skipped. Memory thresholds are the file's, which
+	# is all the DaemonSet's evictd reads (it mounts the file alone) and all
+	# the tests' pressure is about; test/node's TestKubeletConfigDropIns
+	# checks that evictd reads the rest as the kubelet does (its /configz).
+	mkdir -p "$dir/kubelet.conf.d/20-sub"
+	cat >"$dir/kubelet.conf.d/10-disk.conf" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  nodefs.available: 4%
+  imagefs.inodesFree: null
+EOF
+	cat >"$dir/kubelet.conf.d/20-sub/10-disk.conf" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  nodefs.available: 2%
+EOF
+	cat >"$dir/kubelet.conf.d/README" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  memory.available: 5Gi
+EOF
 }
 
 up() {
@@ -423,7 +451,11 @@ up() {
 	start kube-scheduler "$bindir/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
 		--authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
-	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+	# One eviction setting by flag, as distributions still pass some
+	# (harmless here: the disk never fills): evictd finds it on the
+	# kubelet's command line in /proc.
+	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --config-dir "$dir/kubelet.conf.d" \
+		--eviction-minimum-reclaim=nodefs.available=100Mi --kubeconfig "$dir/kubelet.kubeconfig" \
 		--hostname-override 127.0.0.1 --root-dir "$dir/kubelet"
 	wait_for "node Ready" 90 node_ready
 	guard_pods

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/safetext"
@@ -60,7 +61,8 @@ Example:
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
 	registerInputFlags(fs)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or the node's /configz dump (kubectl get --raw /api/v1/nodes/NODE/proxy/configz: the kubelet's configuration after its drop-ins and flags); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
+	configDir := registerConfigDirFlag(fs)
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	imageFs := fs.Bool("dedicated-imagefs", false, "the container runtime's image filesystem is separate from the node filesystem")
@@ -87,11 +89,11 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if *splitFs && !*imageFs {
 		*imageFs = true
 	}
-	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
-	for _, w := range warnings {
+	for _, w := range kc.Warnings {
 		fmt.Fprintf(stderr, "evictd explain: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", w)
 	}
 	var summary *statsv1alpha1.Summary
@@ -123,7 +125,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		d = eng.Reclaimed(now, summary)
 		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
 	}
-	rep := explainReport{Config: source, Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
+	rep := explainReport{Config: kc.Describe(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -61,11 +60,13 @@ Examples:
 func runLint(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("lint", "[--config FILE] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
 	registerInputFlags(fs)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON)")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump")
+	configDir := registerConfigDirFlag(fs)
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
 	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")
 	out := fs.StringP("output", "o", "table", "output format: table or json")
-	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file: check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
+	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file (or /configz dump): check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
+	kubeletConfigDir := fs.String("kubelet-config-dir", "", "the node's kubelet --config-dir, merged over --kubelet-config as the kubelet merges it")
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -88,37 +89,31 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	default:
 		return fail("--filesystems %q: want single, imagefs or split", *layout)
 	}
-	if *configPath == "" && len(evFlags.Set()) == 0 {
-		return fail("nothing to lint: give --config FILE and/or kubelet eviction flags (see --help)")
+	if *configPath == "" && *configDir == "" && len(evFlags.Set()) == 0 {
+		return fail("nothing to lint: give --config FILE, --config-dir DIR and/or kubelet eviction flags (see --help)")
+	}
+	if *kubeletConfigDir != "" && *kubeletConfig == "" {
+		return fail("--kubelet-config-dir goes with --kubelet-config")
 	}
 
-	in := lint.Input{ConfigFile: *configPath, FlagsSet: evFlags.Set(), CgroupVersion: *cgroupVersion, Layout: l}
-	var sources []string
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	if *configPath != "" {
-		var err error
-		kc, in.Present, err = load.KubeletConfigFileFields(*configPath)
-		if err != nil {
-			return lintLoadError(err, *configPath, *out, stdout, stderr)
-		}
-		sources = append(sources, *configPath)
-	}
-	if err := evFlags.Apply(kc); err != nil {
+	c, err := kubeletconfig.Read(kubeletconfig.Source{File: *configPath, DropInDir: *configDir})
+	if err != nil {
 		return fail("%v", err)
 	}
-	for _, f := range in.FlagsSet {
-		sources = append(sources, "--"+f)
+	if err := c.ApplyFlags(evFlags, ""); err != nil {
+		return fail("%v", err)
 	}
-	in.Config = kc
+	in := lint.Input{Config: c.Kubelet, ConfigFile: *configPath, Present: c.Present, Configz: c.Configz,
+		Reading: c.Warnings, Skipped: c.Skipped, FlagsSet: evFlags.Set(), CgroupVersion: *cgroupVersion, Layout: l}
 	findings := lint.Check(in)
 	if *kubeletConfig != "" {
-		more, err := coexistenceFindings(kc, *kubeletConfig)
+		more, err := coexistenceFindings(c.Kubelet, kubeletconfig.Source{File: *kubeletConfig, DropInDir: *kubeletConfigDir})
 		if err != nil {
 			return fail("--kubelet-config: %v", err)
 		}
 		findings = append(findings, more...)
 	}
-	rep := lint.NewReport(strings.Join(sources, " "), findings)
+	rep := lint.NewReport(c.Describe(), findings)
 	if *out == "json" {
 		if err := lint.WriteJSON(stdout, rep); err != nil {
 			return fail("%v", err)
@@ -129,48 +124,21 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	return lint.ExitCode(findings)
 }
 
-// lintLoadError turns a file the strict decoder refuses into a finding when
-// it is a field-level problem the kubelet itself would only log (it falls
-// back to lenient decoding for unknown and duplicate fields) — the setting
-// then silently does nothing — and into a plain error line otherwise.
-func lintLoadError(err error, path, format string, stdout, stderr io.Writer) int {
-	var le *load.Error
-	if !errors.As(err, &le) || (!errors.Is(err, load.ErrUnknownField) && !errors.Is(err, load.ErrDuplicateKey)) {
-		fmt.Fprintf(stderr, "evictd lint: %v\n", err)
-		return exitError
-	}
-	f := lint.Finding{Severity: lint.SeverityError, Rule: "config-decoding", Field: le.Field, Value: le.Value, Message: le.Err.Error()}
-	if errors.Is(err, load.ErrUnknownField) {
-		f.Why = "the kubelet's strict decoding fails; it then decodes leniently, logs \"Using lenient decoding as strict decoding failed\" and ignores the field: the setting has no effect (often a typo)"
-		f.Fix = "correct the field name (fields are case-sensitive, e.g. evictionHard) or remove it"
-	} else {
-		f.Why = "the kubelet's lenient fallback keeps only the last value, silently"
-		f.Fix = "keep one entry per key"
-	}
-	rep := lint.NewReport(path+" (decoding stopped at this finding)", []lint.Finding{f})
-	if format == "json" {
-		_ = lint.WriteJSON(stdout, rep)
-	} else {
-		lint.WriteTable(stdout, rep)
-	}
-	return exitError
-}
-
 // coexistenceFindings compares evictd's thresholds (kc) with the kubelet's
 // (its config file, read leniently). When evictd's own configuration does
 // not parse, the other rules already say why and there is nothing to compare.
-func coexistenceFindings(kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletPath string) ([]lint.Finding, error) {
-	kk, _, err := load.KubeletConfigFileLenient(kubeletPath)
+func coexistenceFindings(kc *kubeletconfigv1beta1.KubeletConfiguration, src kubeletconfig.Source) ([]lint.Finding, error) {
+	kk, err := kubeletconfig.Read(src)
 	if err != nil {
 		return nil, err
 	}
-	kcfg, err := policy.ConfigFromKubelet(kk)
+	kcfg, err := kk.Policy()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", kubeletPath, err)
+		return nil, err
 	}
 	ecfg, err := policy.ConfigFromKubelet(kc)
 	if err != nil {
 		return nil, nil
 	}
-	return lint.Coexistence(ecfg.Thresholds, kcfg.Thresholds, kubeletPath), nil
+	return lint.Coexistence(ecfg.Thresholds, kcfg.Thresholds, kk.Describe()), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
@@ -99,7 +100,8 @@ func (h hookFlag) Set(s string) error {
 
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "[flags]", runHelp, stdout, stderr)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings; without it the kubelet's defaults apply")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings, or a /configz dump; without it the kubelet's defaults apply")
+	configDir := registerConfigDirFlag(fs)
 	root := fs.String("workload-root", "", `cgroup whose children are the workloads, relative to the memory hierarchy root, e.g. /workloads (required unless --dry-run, where it defaults to "/")`)
 	workloadsPath := fs.String("workloads", "", "workloads file (YAML or JSON) describing the workload cgroups; see docs/agent.md")
 	interval := fs.Duration("interval", agent.DefaultInterval, "period of the synchronize loop (the kubelet's evictionMonitoringPeriod)")
@@ -160,7 +162,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	log := commandLogger(fs)
 	if *kf.on {
-		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
 			log: log, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
@@ -184,7 +186,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
 		return fail("%v", err)
 	}
-	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -199,7 +201,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	for _, w := range warnings {
+	for _, w := range kc.Warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
 
@@ -213,7 +215,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.StateFile = *stateFile
 	}
 	if *memoryQoS {
-		qs, err := hostQoSSettings(*configPath)
+		qs, err := hostQoSSettings(kc)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -227,7 +229,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		ws, _ := h.Pods.Workloads()
 		h.Wakeups.Close()
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s)\n",
-			len(h.Engine().Thresholds()), source, h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
+			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
