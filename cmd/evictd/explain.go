@@ -35,9 +35,12 @@ the node-level reclaim it runs first, the pods ranked for the deciding signal
 with the keys that ranked them, and the pod it evicts with grace period and
 message — the same text the pod's status and event get.
 
-Inputs are the formats you already have: a KubeletConfiguration file (YAML or
-JSON) and/or the kubelet's eviction flags (flags win over the file, as in the
-kubelet); the node's /stats/summary JSON (kubectl get --raw
+Inputs are the formats you already have: the kubelet's configuration — a
+KubeletConfiguration file (YAML or JSON) with the drop-ins of its
+--config-dir, merged as the kubelet merges them, or the node's /configz dump
+(kubectl get --raw /api/v1/nodes/NODE/proxy/configz), which is all of it —
+and/or the kubelet's eviction flags (flags win over the file, as in the
+kubelet; docs/kubelet-config.md); the node's /stats/summary JSON (kubectl get --raw
 /api/v1/nodes/NODE/proxy/stats/summary); the pods as kubectl get pods -o json
 (a PodList, a list of Pods or one Pod; JSON or YAML).
 
@@ -53,13 +56,15 @@ sees them.
 
 Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
+  evictd explain --config configz.json --summary summary.json --pods pods.json
+  evictd explain --config /etc/kubernetes/kubelet/config.json --config-dir /etc/kubernetes/kubelet/config.json.d --summary s.json --pods p.json
   evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
   evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
+	fs := newFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
 	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or the node's /configz dump (kubectl get --raw /api/v1/nodes/NODE/proxy/configz: the kubelet's configuration after its drop-ins and flags); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	configDir := registerConfigDirFlag(fs)

@@ -22,22 +22,28 @@ func init() {
 
 const lintHelp = `
 Checks a kubelet eviction configuration before it reaches a node: a
-KubeletConfiguration file, the kubelet's eviction flags, or both (the flags
-are laid over the file as the kubelet does). Without --config, lint checks a
-kubelet started with these flags alone — which gets no default thresholds.
+KubeletConfiguration file (with the drop-ins of a --config-dir, merged as
+the kubelet merges them) or a node's /configz dump, the kubelet's eviction
+flags, or both (the flags are laid over the file as the kubelet does).
+Without --config, lint checks a kubelet started with these flags alone —
+which gets no default thresholds.
 
 Errors are the kubelet v1.37.2's own, with its wording: what makes it refuse
 to start (unknown signal, bad quantity or percentage, soft threshold without
 grace period, negative grace or reclaim, MemoryQoS settings, missing kind).
 Warnings are settings it accepts without a word that do something else than
-they seem: a partial evictionHard dropping the other defaults, "0%"/"100%"
+they seem: an unknown field or duplicate key (the kubelet decodes leniently;
+the other checks still run), quantities below one byte (500m is half a
+byte) or byte thresholds below 1Mi ("100" is 100 bytes), drop-in quirks, a
+partial evictionHard dropping the other defaults, "0%"/"100%"
 silently disabling a signal ("0.0%" does not), a soft threshold with 0s grace
 (a hard one) or not above the hard one, containerfs thresholds the kubelet
 overwrites, evictionMaxPodGracePeriod 0 or negative with soft thresholds, a
 minimum reclaim larger than its threshold, evictionPressureTransitionPeriod
-0s (= 5m), a memory reservation not covering the hard threshold,
-kernelMemcgNotification on cgroup v2, imagefs thresholds on a single
-filesystem, localStorageCapacityIsolation off. Infos are worth knowing.
+0s (= 5m; an info in a file serialized from defaults, as kubeadm's is), a
+memory reservation not covering the hard threshold, kernelMemcgNotification
+on cgroup v2, imagefs thresholds on a single filesystem,
+localStorageCapacityIsolation off. Infos are worth knowing.
 
 With --kubelet-config (the node's kubelet configuration, read as leniently as
 the kubelet reads it), lint also checks evictd beside that kubelet: each of
@@ -51,6 +57,8 @@ why it matters and the fix. Exit status: 0 clean (infos only), 1 warnings,
 
 Examples:
   evictd lint --config /var/lib/kubelet/config.yaml
+  evictd lint --config configz.json
+  evictd lint --config /etc/kubernetes/kubelet/config.json --config-dir /etc/kubernetes/kubelet/config.json.d
   evictd lint --eviction-hard 'memory.available<500Mi,nodefs.available<10%' \
       --eviction-soft 'memory.available<1Gi' --eviction-soft-grace-period 'memory.available=1m'
   evictd lint --config config.yaml --cgroup-version 2 --filesystems single -o json
@@ -58,7 +66,7 @@ Examples:
 `
 
 func runLint(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lint", "[--config FILE] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
+	fs := newFlagSet("lint", "[--config FILE [--config-dir DIR]] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
 	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump")
 	configDir := registerConfigDirFlag(fs)

@@ -36,9 +36,12 @@ Kubernetes mode (--kubernetes): evictd runs beside the kubelet on every node
 (deploy/kubernetes/, docs/kubernetes.md). It decides on the pods of this node
 (an informer scoped to --node-name) and evicts through the Eviction API with
 the kubelet's grace period, DisruptionTarget condition, Event and message.
-The thresholds come from the kubelet's own configuration file (--config,
-default ` + defaultKubeletConfig + `, read as leniently as the kubelet reads
-it) with evictd's eviction flags on top. --shadow decides and records only,
+The thresholds are the kubelet's own, read as the kubelet reads them
+(docs/kubelet-config.md): its config file (--config; default the kubelet's
+own --config where visible, else ` + defaultKubeletConfig + `), its drop-ins
+(--config-dir; default the kubelet's own where visible) and the eviction
+flags on its command line (from /proc), with evictd's eviction flags on top.
+A Node whose kubelet is not a v1.37 release is warned about. --shadow decides and records only,
 and logs for every pod the kubelet evicts whether evictd had decided the same
 pod and how much earlier.
 `

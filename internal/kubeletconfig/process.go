@@ -13,8 +13,13 @@ import (
 	"github.com/evictd/evictd/internal/load"
 )
 
-// kubeletComm is the kubelet's command name in /proc/PID/comm.
-const kubeletComm = "kubelet"
+// kubeletComm is the kubelet's command name in /proc/PID/comm;
+// hyperkubeComm runs it as "hyperkube kubelet ..." (OpenShift's
+// kubelet.service).
+const (
+	kubeletComm   = "kubelet"
+	hyperkubeComm = "hyperkube"
+)
 
 // ErrSeveralKubelets: more than one kubelet process with different command
 // lines is visible (kind's nodes on one host seen from the host), so none
@@ -45,17 +50,35 @@ type KubeletProcess struct {
 // and ErrSeveralKubelets when more than one with different command lines
 // runs.
 func FindKubelet(procRoot string) (*KubeletProcess, error) {
-	pids, err := host.ProcessesNamed(procRoot, kubeletComm)
-	if err != nil {
-		return nil, err
+	type candidate struct {
+		pid       int
+		hyperkube bool
+	}
+	var cands []candidate
+	for _, comm := range []string{kubeletComm, hyperkubeComm} {
+		pids, err := host.ProcessesNamed(procRoot, comm)
+		if err != nil {
+			return nil, err
+		}
+		for _, pid := range pids {
+			cands = append(cands, candidate{pid, comm == hyperkubeComm})
+		}
 	}
 	var found *KubeletProcess
-	for _, pid := range pids {
+	for _, c := range cands {
+		pid := c.pid
 		args, err := host.ReadCmdlineArgs(procRoot, pid)
 		if err != nil || len(args) == 0 {
 			continue // ended, or a zombie
 		}
-		p, err := ParseKubeletArgs(args[1:])
+		args = args[1:]
+		if c.hyperkube {
+			if len(args) == 0 || args[0] != kubeletComm {
+				continue // another of hyperkube's components
+			}
+			args = args[1:]
+		}
+		p, err := ParseKubeletArgs(args)
 		if err != nil {
 			return nil, fmt.Errorf("the kubelet's command line (pid %d): %w", pid, err)
 		}

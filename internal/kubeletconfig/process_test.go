@@ -51,6 +51,12 @@ func TestFindKubelet(t *testing.T) {
 	if p.PID != 42 || p.ConfigFile != "/etc/k/config.yaml" || strings.Join(p.EvictionArgs, " ") != "--eviction-hard=memory.available<1Gi" {
 		t.Errorf("%+v", p)
 	}
+	// OpenShift's kubelet.service runs "hyperkube kubelet ...".
+	hk := write(t, map[string]string{"9/comm": "hyperkube\n", "9/cmdline": "/usr/bin/hyperkube\x00kubelet\x00--config=/etc/kubernetes/kubelet.conf\x00",
+		"8/comm": "hyperkube\n", "8/cmdline": "/usr/bin/hyperkube\x00kube-proxy\x00--config=/x\x00"})
+	if p, err := FindKubelet(hk); err != nil || p == nil || p.PID != 9 || p.ConfigFile != "/etc/kubernetes/kubelet.conf" {
+		t.Errorf("hyperkube kubelet: %+v %v", p, err)
+	}
 	if p, err := FindKubelet(write(t, map[string]string{"7/comm": "k3s-server\n", "7/cmdline": "k3s\x00server\x00"})); p != nil || err != nil {
 		t.Errorf("no kubelet: %v %v", p, err)
 	}
