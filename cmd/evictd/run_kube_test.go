@@ -51,12 +51,7 @@ func TestRunKubeRejectsBadConfiguration(t *testing.T) {
 // configuration with a field evictd does not know and a duplicate key is
 // read leniently (a warning), and the node's pods are listed.
 func TestRealRunKubeCheck(t *testing.T) {
-	srv := kubetest.Start(t)
-	cgrouptest.RequireV1Memory(t)
-	pods := cgrouptest.UniqueName(t) + "/kubepods"
-	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
-	srv.Namespace(t, "ns")
-	srv.Node(t, "node-a")
+	srv, pods := kubeNode(t)
 	for _, name := range []string{"a", "b"} {
 		srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
@@ -104,12 +99,7 @@ evictionHard: {memory.available: 300Mi}
 // one of evictd's own JSON lines, with its pairs, never in klog's format.
 // The Node's kubelet version (kubetest's Node has none) is warned about.
 func TestRealRunKubeRoutesClientGoLogs(t *testing.T) {
-	srv := kubetest.Start(t)
-	cgrouptest.RequireV1Memory(t)
-	pods := cgrouptest.UniqueName(t) + "/kubepods"
-	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
-	srv.Namespace(t, "ns")
-	srv.Node(t, "node-a")
+	srv, pods := kubeNode(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -144,4 +134,18 @@ func TestRealRunKubeRoutesClientGoLogs(t *testing.T) {
 	if !versionWarned || !cachesPopulated {
 		t.Errorf("kubelet version warned %v; client-go's \"Caches populated\" seen %v", versionWarned, cachesPopulated)
 	}
+}
+
+// kubeNode starts a real API server with the namespace ns and the Node
+// node-a, and makes a pods cgroup for it (v1 memory hierarchy), which it
+// returns relative to the hierarchy root, without the leading slash.
+func kubeNode(t *testing.T) (*kubetest.Server, string) {
+	t.Helper()
+	srv := kubetest.Start(t)
+	cgrouptest.RequireV1Memory(t)
+	pods := cgrouptest.UniqueName(t) + "/kubepods"
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
+	srv.Namespace(t, "ns")
+	srv.Node(t, "node-a")
+	return srv, pods
 }

@@ -1,10 +1,10 @@
 package lint
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
-	"time"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -123,43 +123,23 @@ const generatedFileMinZeroDurations = 3
 // kubeadmZeroDurations are the KubeletConfiguration's duration fields but
 // evictionPressureTransitionPeriod: those kubeadm's generated
 // /var/lib/kubelet/config.yaml writes as 0s when it leaves them unset.
-var kubeadmZeroDurations = map[string]func(*kubeletconfigv1beta1.KubeletConfiguration) time.Duration{
-	"syncFrequency":      func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration { return k.SyncFrequency.Duration },
-	"fileCheckFrequency": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration { return k.FileCheckFrequency.Duration },
-	"httpCheckFrequency": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration { return k.HTTPCheckFrequency.Duration },
-	"nodeStatusUpdateFrequency": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.NodeStatusUpdateFrequency.Duration
-	},
-	"nodeStatusReportFrequency": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.NodeStatusReportFrequency.Duration
-	},
-	"imageMinimumGCAge": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration { return k.ImageMinimumGCAge.Duration },
-	"imageMaximumGCAge": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration { return k.ImageMaximumGCAge.Duration },
-	"volumeStatsAggPeriod": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.VolumeStatsAggPeriod.Duration
-	},
-	"runtimeRequestTimeout": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.RuntimeRequestTimeout.Duration
-	},
-	"streamingConnectionIdleTimeout": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.StreamingConnectionIdleTimeout.Duration
-	},
-	"cpuManagerReconcilePeriod": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.CPUManagerReconcilePeriod.Duration
-	},
-	"shutdownGracePeriod": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.ShutdownGracePeriod.Duration
-	},
-	"shutdownGracePeriodCriticalPods": func(k *kubeletconfigv1beta1.KubeletConfiguration) time.Duration {
-		return k.ShutdownGracePeriodCriticalPods.Duration
-	},
+var kubeadmZeroDurations = []string{
+	"syncFrequency", "fileCheckFrequency", "httpCheckFrequency", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency",
+	"imageMinimumGCAge", "imageMaximumGCAge", "volumeStatsAggPeriod", "runtimeRequestTimeout", "streamingConnectionIdleTimeout",
+	"cpuManagerReconcilePeriod", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods",
 }
 
 // generatedDurations counts the kubeadmZeroDurations written as 0s.
 func generatedDurations(in *Input) int {
+	js, err := json.Marshal(in.Config)
+	if err != nil {
+		return 0
+	}
+	var fields map[string]any
+	_ = json.Unmarshal(js, &fields)
 	n := 0
-	for name, get := range kubeadmZeroDurations {
-		if in.Present[name] && get(in.Config) == 0 {
+	for _, name := range kubeadmZeroDurations {
+		if in.Present[name] && fields[name] == "0s" {
 			n++
 		}
 	}
