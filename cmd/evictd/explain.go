@@ -98,9 +98,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	for _, w := range kc.Warnings {
-		fmt.Fprintf(stderr, "evictd explain: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", w)
-	}
+	warnKubeletConfig(stderr, "explain", kc)
+
 	var summary *statsv1alpha1.Summary
 	var pods []*v1.Pod
 	if *podsPath != "" {

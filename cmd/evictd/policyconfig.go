@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/spf13/pflag"
 
 	"github.com/evictd/evictd/internal/kubeletconfig"
@@ -35,4 +38,14 @@ func policyConfig(src kubeletconfig.Source, flags *load.EvictionFlags) (policy.C
 		return policy.Config{}, nil, err
 	}
 	return cfg, c, nil
+}
+
+// warnKubeletConfig prints one line per thing the configuration's reading
+// accepted without a word, as the kubelet accepts it (unknown fields,
+// duplicate keys, drop-in quirks), for the commands that print rather than
+// log.
+func warnKubeletConfig(stderr io.Writer, command string, c *kubeletconfig.Config) {
+	for _, w := range c.Warnings {
+		fmt.Fprintf(stderr, "evictd %s: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", command, w)
+	}
 }

@@ -129,6 +129,7 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	warnKubeletConfig(stderr, "qos", c)
 	kc := c.Kubelet
 	s, err := memqos.FromKubelet(kc)
 	if err != nil {

@@ -27,6 +27,7 @@ func runQoSLive(src kubeletconfig.Source, rootRel, workloadsPath, out string, st
 	if err != nil {
 		return fail("%v", err)
 	}
+	warnKubeletConfig(stderr, "qos --live", c)
 	s, err := hostQoSSettings(c)
 	if err != nil {
 		return fail("%v", err)
