@@ -373,6 +373,7 @@ up() {
 	local t0 id
 	[ "$(id -u)" = 0 ] || die "the node needs root (cgroups, mounts, iptables)"
 	down_all
+	other_node_up
 	[ -x "$cache/busybox/bin/busybox" ] || deps
 	bindir=$(bins)
 	build_images # the tree under test's evictd; seconds when Go's cache is warm
@@ -765,6 +766,21 @@ check() {
 	if iptables -S 2>/dev/null | grep KUBE; then bad=1; fi
 	if [ "$bad" = 1 ]; then log "leftovers (above)"; return 1; fi
 	log "no leftovers (kubepods cgroups, mounts, KUBE iptables chains)"
+}
+
+# other_node_up refuses to bring a node up while another one is: the lock
+# serializes up and down only, and a node brought up by `make node-up` in
+# another worktree stays up after its `up` released the lock. A second
+# bring-up would collide with it (the guard's chains exist) and its failure
+# teardown would then remove what the first one runs on (the kubelet's
+# kubepods cgroups, the guard's and Kubernetes' chains, the bridge) — which
+# happened once. Checked before anything is changed.
+other_node_up() {
+	local why=
+	if ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods* >/dev/null 2>&1; then why="kubepods cgroups exist"; fi
+	if iptables -w -S "$chain_out" >/dev/null 2>&1; then why="${why:+$why, }the guard chain $chain_out exists"; fi
+	if ip link show "$bridge" >/dev/null 2>&1; then why="${why:+$why, }the bridge $bridge exists"; fi
+	[ -z "$why" ] || die "another node is up on this machine ($why); wait until its owner takes it down (make node-down in its worktree)"
 }
 
 # lock: one node per machine, and a node in use is not torn down by

@@ -31,8 +31,18 @@ func TestKubeletConfigAsTheKubeletReadsIt(t *testing.T) {
 		}
 		return p
 	}
-	configz := write("configz.json", kubectl(t, c, "get", "--raw", "/api/v1/nodes/"+c.Node+"/proxy/configz"))
-	summary := write("summary.json", kubectl(t, c, "get", "--raw", "/api/v1/nodes/"+c.Node+"/proxy/stats/summary"))
+	// The kubelet's own endpoints, as kubectl get --raw
+	// /api/v1/nodes/NODE/proxy/... serves them (the API server refuses to
+	// proxy to this node's loopback address).
+	kubelet := func(path string) string {
+		b, err := c.KubeletGet(node.Ctx(t), path)
+		if err != nil {
+			t.Fatalf("the kubelet's %s: %v", path, err)
+		}
+		return string(b)
+	}
+	configz := write("configz.json", kubelet("/configz"))
+	summary := write("summary.json", kubelet("/stats/summary"))
 	pods := write("pods.json", kubectl(t, c, "get", "pods", "-A", "--field-selector", "spec.nodeName="+c.Node, "-o", "json"))
 
 	// What the kubelet holds, by its own account.
