@@ -178,6 +178,23 @@ func watchLifeline(fd string) *os.File {
 	return f
 }
 
+// resetNice puts every thread of the hog at the ordinary scheduling
+// policy and nice 0: a hog is an ordinary workload, whatever the priority
+// of the agent or benchmark that started it (threads inherit their
+// creator's policy and nice value).
+func resetNice() {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+			unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+		}
+	}
+}
+
 // MaybeRun runs the hog and exits if EnvScript is set; otherwise it returns.
 // Call it first thing in main (or TestMain).
 func MaybeRun() {
@@ -185,6 +202,7 @@ func MaybeRun() {
 	if !ok {
 		return
 	}
+	resetNice()
 	var life *os.File
 	if fd, ok := os.LookupEnv(EnvLifeline); ok {
 		life = watchLifeline(fd)
