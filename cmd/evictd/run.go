@@ -69,9 +69,9 @@ decision, a kill or a stop. The decision log and the state file must be
 regular files (a link, a FIFO or a device is refused).
 
 When a hard memory or PID threshold picks a victim, its growth is stopped
-before anything else is done (--stop-growth): memory.high at its usage on
-cgroup v2, the OOM killer off and memory.limit_in_bytes just above the usage
-on v1, pids.max at its task count. The eviction then goes on exactly as the
+before anything else is done (--stop-growth): memory.high at its usage, then
+10% under it, on cgroup v2, the OOM killer off and memory.limit_in_bytes just
+above the usage on v1, pids.max at its task count. The eviction then goes on exactly as the
 kubelet's: SIGTERM, the grace period, the kill; the stop is undone if the
 eviction is abandoned, once the workload is gone, and when evictd stops.
 
