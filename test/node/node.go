@@ -111,6 +111,12 @@ var cluster *Cluster
 // the tests, checks traffic, tears the node down and checks that the machine
 // is as before. Use it as os.Exit(node.Main(m)).
 func Main(m *testing.M) int {
+	// Descriptors inherited without close-on-exec (scripts/node.sh's lock,
+	// fd 9, passed down through go test) would reach every daemon a test
+	// restarts: a restarted kubelet kept the node lock for as long as it ran.
+	for fd := 3; fd < 256; fd++ {
+		syscall.CloseOnExec(fd)
+	}
 	if os.Getenv(EnvEnable) != "1" {
 		return m.Run()
 	}
