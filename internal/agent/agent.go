@@ -158,6 +158,9 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.Metrics != nil {
+		cfg.Metrics.configure(cfg.Engine.Thresholds())
+	}
 	if cfg.StateFile != "" {
 		st, warn := LoadState(cfg.StateFile)
 		switch {
@@ -245,7 +248,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case w := <-wake:
 			trig = Trigger{Reason: "wake", Source: w.Source, At: w.At}
 			if a.cfg.Metrics != nil {
-				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
+				a.cfg.Metrics.woken(w.Source)
 			}
 		}
 	}

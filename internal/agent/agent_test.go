@@ -223,8 +223,8 @@ func TestRunScriptedMemoryPressure(t *testing.T) {
 			t.Fatalf("synchronize after an eviction was %q", recs[i+1].Trigger.Reason)
 		}
 	}
-	if got := counterValue(a.cfg.Metrics.KubeletEvictions.WithLabelValues("memory.available")); got != 2 {
-		t.Fatalf("kubelet_evictions{memory.available} = %v, want 2", got)
+	if got := counterValue(a.cfg.Metrics.Evictions.WithLabelValues("memory.available")); got != 2 {
+		t.Fatalf("evictd_evictions_total{memory.available} = %v, want 2", got)
 	}
 	// One log line per eviction and per state change, none per tick: far
 	// fewer lines than synchronizes.
@@ -370,8 +370,8 @@ func TestMetricsAndHealthz(t *testing.T) {
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{
-		`kubelet_evictions{eviction_signal="memory.available"} 1`,
-		`evictd_signal_available{eviction_signal="memory.available"} 5.24288e+08`,
+		`evictd_evictions_total{eviction_signal="memory.available"} 1`,
+		`evictd_signal_available_bytes{eviction_signal="memory.available"} 5.24288e+08`,
 		`evictd_node_condition{condition="MemoryPressure"} 1`,
 		`evictd_synchronizations_total{trigger="timer"} 1`,
 	} {

@@ -5,36 +5,85 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/version"
 )
 
 // DefaultMetricsAddr listens on loopback only: metrics describe the node's
 // workloads, which is nobody else's business unless the operator says so.
 const DefaultMetricsAddr = "127.0.0.1:9847"
 
-// Metrics are the agent's Prometheus metrics, in base units (bytes, seconds).
+// Metrics are the agent's Prometheus metrics, named as Prometheus' naming
+// conventions ask: evictd_ prefix (no kubelet_ series of evictd's own, which
+// would mix into the kubelet's in a Prometheus that scrapes both), base
+// units in the names, counters ending in _total. Every series a dashboard or
+// an alert reads exists from the start: counters at 0 for each label value
+// evictd can know of (signals of the configured thresholds, triggers,
+// stages, notifiers), a threshold that is not met and a condition that is
+// not reported at 0 rather than absent. docs/agent.md lists them;
+// docs/monitoring.md maps the names used before.
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	// KubeletEvictions has the kubelet's name and label
-	// (kubelet_evictions{eviction_signal}), so dashboards built for the
-	// kubelet work unchanged.
-	KubeletEvictions *prometheus.CounterVec
-	Evictions        *prometheus.CounterVec
-	Syncs            *prometheus.CounterVec
-	Wakeups          *prometheus.CounterVec
-	SyncDuration     prometheus.Histogram
-	Detection        prometheus.Histogram
-	Available        *prometheus.GaugeVec
-	Capacity         *prometheus.GaugeVec
-	ThresholdMet     *prometheus.GaugeVec
-	Condition        *prometheus.GaugeVec
-	LastSync         prometheus.Gauge
-	SyncErrors       *prometheus.CounterVec
+	Evictions    *prometheus.CounterVec
+	Syncs        *prometheus.CounterVec
+	Wakeups      *prometheus.CounterVec
+	SyncDuration prometheus.Histogram
+	Detection    prometheus.Histogram
+	// Available and Capacity per eviction signal, one gauge per unit:
+	// bytes, inodes, PIDs (unitOf).
+	Available    map[string]*prometheus.GaugeVec
+	Capacity     map[string]*prometheus.GaugeVec
+	ThresholdMet *prometheus.GaugeVec
+	Condition    *prometheus.GaugeVec
+	LastSync     prometheus.Gauge
+	SyncErrors   *prometheus.CounterVec
+	BuildInfo    *prometheus.GaugeVec
+
+	mu  sync.Mutex
+	met map[[2]string]bool // (signal, threshold) series of evictd_threshold_met
+}
+
+// Label values known before anything happens, so that their counters read 0
+// rather than being absent until the first increment.
+var (
+	// Trigger.Reason values.
+	syncTriggers = []string{"start", "timer", "grace", "wake", "after-eviction"}
+	// Stages of synchronizeErrors.
+	syncStages = []string{stagePods, stageStats, stageStateFile, stageDecisionLog}
+	// The kinds of notifier a wake-up comes from (the first word of
+	// notify.Wake.Source; the decision log keeps the whole source).
+	notifiers = []string{"memcg-threshold", "psi", "memory.events", "fast-poll"}
+	// The node conditions the kubelet's eviction manager reports.
+	nodeConditions = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
+)
+
+// Units of the signals' amounts, as the gauges' name suffixes.
+const (
+	unitBytes  = "bytes"
+	unitInodes = "inodes"
+	unitPIDs   = "pids"
+)
+
+// unitOf is the unit of a signal's available amount and capacity.
+func unitOf(s policy.Signal) string {
+	switch s {
+	case policy.SignalNodeFsInodesFree, policy.SignalImageFsInodesFree, policy.SignalContainerFsInodesFree:
+		return unitInodes
+	case policy.SignalPIDAvailable:
+		return unitPIDs
+	}
+	return unitBytes
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -42,43 +91,84 @@ func NewMetrics() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
-		KubeletEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubelet_evictions",
-			Help: "Cumulative number of pod evictions by eviction signal (same name and label as the kubelet's)."}, []string{"eviction_signal"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "evictions_total",
-			Help: "Workloads evicted, by eviction signal."}, []string{"eviction_signal"}),
+			Help: "Workloads evicted, by eviction signal (the label of the kubelet's kubelet_evictions)."}, []string{"eviction_signal"}),
 		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronizations_total",
-			Help: "Synchronizes run, by trigger (start, timer, wake, after-eviction)."}, []string{"trigger"}),
+			Help: "Synchronizes run, by trigger (start, timer, grace, wake, after-eviction)."}, []string{"trigger"}),
 		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "wakeups_total",
-			Help: "Kernel wake-ups received, by notifier."}, []string{"source"}),
+			Help: "Kernel wake-ups received, by kind of notifier (memcg-threshold, psi, memory.events, fast-poll, shadow)."}, []string{"notifier"}),
 		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "synchronize_duration_seconds",
 			Help: "Time to observe, decide and act in one synchronize.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		Detection: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "trigger_to_decision_seconds",
 			Help: "Time from a wake-up or tick to the decision.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		Available: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_available",
-			Help: "Observed available amount per eviction signal (bytes, inodes or PIDs)."}, []string{"eviction_signal"}),
-		Capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_capacity",
-			Help: "Observed capacity per eviction signal (bytes, inodes or PIDs)."}, []string{"eviction_signal"}),
+		Available: map[string]*prometheus.GaugeVec{},
+		Capacity:  map[string]*prometheus.GaugeVec{},
 		ThresholdMet: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "threshold_met",
-			Help: "1 when the threshold is met (grace periods ignored).", ConstLabels: nil}, []string{"eviction_signal", "threshold"}),
+			Help: "1 while the threshold is met (grace periods ignored), 0 otherwise; one series per configured threshold."}, []string{"eviction_signal", "threshold"}),
 		Condition: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "node_condition",
-			Help: "1 while the node condition is reported."}, []string{"condition"}),
+			Help: "1 while the node condition is reported, 0 otherwise."}, []string{"condition"}),
 		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "evictd", Name: "last_synchronize_timestamp_seconds",
 			Help: "Unix time of the last synchronize."}),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "build_info",
+			Help: "Always 1: the version, commit and Go release of this evictd, and the kubelet release whose eviction semantics it implements."},
+			[]string{"version", "revision", "goversion", "kubelet_version"}),
+		met: map[[2]string]bool{},
 	}
+	for _, u := range []string{unitBytes, unitInodes, unitPIDs} {
+		m.Available[u] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_available_" + u,
+			Help: "Observed available amount per eviction signal, in " + u + "."}, []string{"eviction_signal"})
+		m.Capacity[u] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_capacity_" + u,
+			Help: "Observed capacity per eviction signal, in " + u + "."}, []string{"eviction_signal"})
+		r.MustRegister(m.Available[u], m.Capacity[u])
+	}
+	for _, t := range syncTriggers {
+		m.Syncs.WithLabelValues(t)
+	}
+	for _, s := range syncStages {
+		m.SyncErrors.WithLabelValues(s)
+	}
+	for _, n := range notifiers {
+		m.Wakeups.WithLabelValues(n)
+	}
+	for _, c := range nodeConditions {
+		m.Condition.WithLabelValues(string(c)).Set(0)
+	}
+	m.BuildInfo.WithLabelValues(version.Version(), version.Revision(), version.GoVersion(), version.Kubelet).Set(1)
 	// The Go runtime's and the process's own metrics (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes): a long-running agent
 	// is watched for leaks with them (bench/soak.sh).
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
-		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors)
+	r.MustRegister(m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection,
+		m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.BuildInfo)
 	return m
 }
 
+// configure creates the series of the engine's thresholds: each at 0 in
+// evictd_threshold_met, and each threshold's signal at 0 in
+// evictd_evictions_total.
+func (m *Metrics) configure(thresholds []policy.Threshold) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range thresholds {
+		k := [2]string{string(t.Signal), t.String()}
+		if !m.met[k] {
+			m.met[k] = false
+			m.ThresholdMet.WithLabelValues(k[0], k[1]).Set(0)
+		}
+		m.Evictions.WithLabelValues(string(t.Signal))
+	}
+}
+
 func (m *Metrics) evicted(signal string) {
-	m.KubeletEvictions.WithLabelValues(signal).Inc()
 	m.Evictions.WithLabelValues(signal).Inc()
+}
+
+// woken counts a wake-up by the kind of its notifier.
+func (m *Metrics) woken(source string) {
+	kind, _, _ := strings.Cut(source, " ")
+	m.Wakeups.WithLabelValues(kind).Inc()
 }
 
 func (m *Metrics) observe(r Record, took time.Duration) {
@@ -86,18 +176,43 @@ func (m *Metrics) observe(r Record, took time.Duration) {
 	m.SyncDuration.Observe(took.Seconds())
 	m.Detection.Observe(r.TriggerToDecision.Seconds())
 	for _, o := range r.Decision.Observations {
-		m.Available.WithLabelValues(string(o.Signal)).Set(float64(o.Available.Value()))
-		m.Capacity.WithLabelValues(string(o.Signal)).Set(float64(o.Capacity.Value()))
+		u := unitOf(o.Signal)
+		m.Available[u].WithLabelValues(string(o.Signal)).Set(float64(o.Available.Value()))
+		m.Capacity[u].WithLabelValues(string(o.Signal)).Set(float64(o.Capacity.Value()))
 	}
-	m.ThresholdMet.Reset()
+	// Set in place, never Reset: a scrape between a Reset and the Sets
+	// would see the series vanish.
+	m.mu.Lock()
+	now := map[[2]string]bool{}
 	for _, t := range r.Decision.Met {
-		m.ThresholdMet.WithLabelValues(string(t.Threshold.Signal), t.Threshold.String()).Set(1)
+		now[[2]string{string(t.Threshold.Signal), t.Threshold.String()}] = true
 	}
-	m.Condition.Reset()
+	for k := range now {
+		m.met[k] = true
+	}
+	for k := range m.met {
+		m.met[k] = now[k]
+		m.ThresholdMet.WithLabelValues(k[0], k[1]).Set(b2f(now[k]))
+	}
+	m.mu.Unlock()
+	reported := map[v1.NodeConditionType]bool{}
 	for _, c := range r.Decision.NodeConditions {
+		reported[c] = true
 		m.Condition.WithLabelValues(string(c)).Set(1)
 	}
+	for _, c := range nodeConditions {
+		if !reported[c] {
+			m.Condition.WithLabelValues(string(c)).Set(0)
+		}
+	}
 	m.LastSync.Set(float64(r.Time.UnixNano()) / 1e9)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Server serves /metrics and /healthz.
