@@ -3,8 +3,15 @@ GO ?= go
 
 .PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
 
+# The version stamped into evictd (evictd version, evictd_build_info), the
+# commit, and the commit's time: scripts/version.sh.
+VERSION_INFO := $(shell scripts/version.sh)
+VERSION ?= $(word 1,$(VERSION_INFO))
+REVISION ?= $(word 2,$(VERSION_INFO))
+LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
+
 build:
-	$(GO) build -o bin/evictd ./cmd/evictd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd ./cmd/evictd
 
 # The whole suite: everything CI runs. It installs what the tests need
 # (Debian packages, the VM kernel) on first use and caches it.

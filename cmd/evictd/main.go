@@ -60,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "--version", "-version":
+		printVersion(stdout)
+		return exitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
