@@ -259,7 +259,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if opts.Metrics != nil {
-		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h.Healthy)
+		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h)
 		if err != nil {
 			h.Wakeups.Close()
 			return fail("--metrics-addr %s: %v", *metricsAddr, err)

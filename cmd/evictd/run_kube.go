@@ -205,7 +205,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if o.Metrics != nil {
-		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n.Healthy)
+		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n)
 		if err != nil {
 			n.Close()
 			return fail("--metrics-addr %s: %v", sh.metricsAddr, err)

@@ -140,6 +140,7 @@ type Agent struct {
 	lastErr   string // the Decision's error last logged
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+	observed  atomic.Bool  // a synchronize listed the workloads and read the stats; read by /readyz
 	faults    faults
 }
 
@@ -160,6 +161,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Log}
 	if cfg.Metrics != nil {
 		cfg.Metrics.configure(cfg.Engine.Thresholds())
+		cfg.Metrics.DryRun.Set(b2f(cfg.DryRun))
 	}
 	if cfg.StateFile != "" {
 		st, warn := LoadState(cfg.StateFile)
@@ -360,8 +362,12 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			}
 		}
 		a.logEviction(trig, act, d)
-		if a.cfg.Metrics != nil && act.Error == "" && !a.cfg.DryRun {
-			a.cfg.Metrics.evicted(ev.Signal)
+		if a.cfg.Metrics != nil && !a.cfg.DryRun {
+			if act.Error == "" {
+				a.cfg.Metrics.evicted(ev.Signal)
+			} else {
+				a.cfg.Metrics.EvictionErrors.WithLabelValues(ev.Signal).Inc()
+			}
 		}
 		rec.Actions = append(rec.Actions, act)
 	}

@@ -347,7 +347,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Serve("127.0.0.1:0", m, a.Healthy)
+	srv, err := Serve("127.0.0.1:0", m, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,12 +361,16 @@ func TestMetricsAndHealthz(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("healthz before the first synchronize: %d", code)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(p); code != http.StatusServiceUnavailable {
+			t.Fatalf("%s before the first synchronize: %d", p, code)
+		}
 	}
 	a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
-	if code, body := get("/healthz"); code != 200 {
-		t.Fatalf("healthz: %d %s", code, body)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := get(p); code != 200 {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{
@@ -380,8 +384,10 @@ func TestMetricsAndHealthz(t *testing.T) {
 		}
 	}
 	clock.now = clock.now.Add(time.Minute)
-	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("healthz after 6 silent intervals: %d", code)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(p); code != http.StatusServiceUnavailable {
+			t.Fatalf("%s after 6 silent intervals: %d", p, code)
+		}
 	}
 }
 

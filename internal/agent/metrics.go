@@ -48,7 +48,21 @@ type Metrics struct {
 	Condition    *prometheus.GaugeVec
 	LastSync     prometheus.Gauge
 	SyncErrors   *prometheus.CounterVec
-	BuildInfo    *prometheus.GaugeVec
+	// EvictionErrors counts evictions decided that could not be carried
+	// out (the Eviction API refused or failed, the pod was gone from the
+	// pod source, the kill failed), by eviction signal.
+	EvictionErrors *prometheus.CounterVec
+	// Blind is 1 while the agent cannot observe the node (the last
+	// UnhealthyAfter synchronizes could not list the workloads or read the
+	// stats): it decides nothing, and /healthz fails.
+	Blind prometheus.Gauge
+	// DryRun is 1 when evictd decides but does not act (--dry-run,
+	// --shadow).
+	DryRun    prometheus.Gauge
+	BuildInfo *prometheus.GaugeVec
+
+	kubeletOnce      sync.Once
+	kubeletEvictions prometheus.Counter
 
 	mu  sync.Mutex
 	met map[[2]string]bool // (signal, threshold) series of evictd_threshold_met
@@ -111,6 +125,12 @@ func NewMetrics() *Metrics {
 			Help: "Unix time of the last synchronize."}),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
+		EvictionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "eviction_errors_total",
+			Help: "Evictions decided that could not be carried out (refused, failed, pod gone from the pod source), by eviction signal."}, []string{"eviction_signal"}),
+		Blind: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "evictd", Name: "blind",
+			Help: "1 while evictd cannot observe the node (its last synchronizes could not list the workloads or read the stats), 0 otherwise."}),
+		DryRun: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "evictd", Name: "dry_run",
+			Help: "1 when evictd decides but does not act (--dry-run or --shadow), 0 when it evicts."}),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "build_info",
 			Help: "Always 1: the version, commit and Go release of this evictd, and the kubelet release whose eviction semantics it implements."},
 			[]string{"version", "revision", "goversion", "kubelet_version"}),
@@ -141,8 +161,21 @@ func NewMetrics() *Metrics {
 	// is watched for leaks with them (bench/soak.sh).
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection,
-		m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.BuildInfo)
+		m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.EvictionErrors, m.Blind, m.DryRun, m.BuildInfo)
 	return m
+}
+
+// KubeletEvictionsObserved is the counter of pods on this node that the
+// kubelet's own eviction manager evicted (evictd_kubelet_evictions_observed_total),
+// registered on first use: Kubernetes mode's wiring registers it at start;
+// host mode, with no kubelet, has no such series.
+func (m *Metrics) KubeletEvictionsObserved() prometheus.Counter {
+	m.kubeletOnce.Do(func() {
+		m.kubeletEvictions = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "evictd", Name: "kubelet_evictions_observed_total",
+			Help: "Pods on this node that the kubelet's own eviction manager evicted, as evictd's pod informer saw them (evictd acting: the kubelet got there first)."})
+		m.Registry.MustRegister(m.kubeletEvictions)
+	})
+	return m.kubeletEvictions
 }
 
 // configure creates the series of the engine's thresholds: each at 0 in
@@ -158,6 +191,7 @@ func (m *Metrics) configure(thresholds []policy.Threshold) {
 			m.ThresholdMet.WithLabelValues(k[0], k[1]).Set(0)
 		}
 		m.Evictions.WithLabelValues(string(t.Signal))
+		m.EvictionErrors.WithLabelValues(string(t.Signal))
 	}
 }
 
@@ -215,31 +249,44 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// Server serves /metrics and /healthz.
+// Server serves /metrics, /healthz and /readyz.
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
 }
 
-// Serve starts the HTTP server on addr. healthy reports whether the loop
-// is alive (a synchronize within the last few intervals).
-func Serve(addr string, m *Metrics, healthy func() error) (*Server, error) {
+// Probes are the checks the server answers: /healthz (liveness: the loop
+// runs and sees the node) and /readyz (readiness: evictd protects the node
+// now). *Agent, and every wiring that embeds it, is one.
+type Probes interface {
+	Healthy() error
+	Ready() error
+}
+
+// Serve starts the HTTP server on addr.
+func Serve(addr string, m *Metrics, p Probes) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := healthy(); err != nil {
+	mux.Handle("/healthz", probe(p.Healthy))
+	mux.Handle("/readyz", probe(p.Ready))
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// probe answers 200 "ok" or 503 with the check's error.
+func probe(check func() error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := check(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))
 	})
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
-	go s.srv.Serve(ln)
-	return s, nil
 }
 
 // Addr is the address the server listens on.
@@ -268,4 +315,16 @@ func (a *Agent) Healthy() error {
 		return errors.New("last synchronize " + age.Round(time.Second).String() + " ago")
 	}
 	return nil
+}
+
+// Ready returns the readiness check for a: evictd protects the node once a
+// synchronize has observed it (listed the workloads and read the stats), and
+// for as long as it is healthy. Until then (informer not synced, stats not
+// readable yet) the node is not protected, and a rolling update of the
+// DaemonSet waits rather than moving on to the next node.
+func (a *Agent) Ready() error {
+	if !a.observed.Load() {
+		return errors.New("the node has not been observed yet (no synchronize has listed the workloads and read the stats)")
+	}
+	return a.Healthy()
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/version"
@@ -185,4 +187,47 @@ func count(c prometheus.Collector) int {
 	c.Collect(ch)
 	close(ch)
 	return len(ch)
+}
+
+// failingEvictor refuses every eviction, as an API server whose
+// PodDisruptionBudget never allows it, or one that is down.
+type failingEvictor struct{ *world }
+
+func (f failingEvictor) Evict(context.Context, *v1.Pod, time.Duration, policy.Eviction) (EvictResult, error) {
+	return EvictResult{Method: "Eviction API"}, errors.New("eviction API: the server is currently unable to handle the request")
+}
+
+// An eviction decided but not carried out counts in
+// evictd_eviction_errors_total (the alert on failing API evictions reads
+// it), and not in evictd_evictions_total; a dry run counts neither and says
+// so in evictd_dry_run.
+func TestEvictionErrorsCounted(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		clock := &fakeClock{now: t0, manual: true}
+		w := newWorld(clock)
+		w.avail = func(time.Time) int64 { return 512 * mi }
+		m := NewMetrics()
+		a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
+			Stats: w, Pods: w, Evictor: failingEvictor{w}, Clock: clock, Metrics: m, DryRun: dry, Log: logTo(&bytes.Buffer{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
+			clock.now = clock.now.Add(10 * time.Second)
+		}
+		wantErrs := 3.0
+		if dry {
+			wantErrs = 0
+		}
+		if got := value(m.EvictionErrors.WithLabelValues("memory.available")); got != wantErrs {
+			t.Errorf("dry run %v: evictd_eviction_errors_total = %v, want %v", dry, got, wantErrs)
+		}
+		if got := value(m.Evictions.WithLabelValues("memory.available")); got != 0 {
+			t.Errorf("dry run %v: evictd_evictions_total = %v, want 0", dry, got)
+		}
+		if got := value(m.DryRun); got != b2f(dry) {
+			t.Errorf("dry run %v: evictd_dry_run = %v", dry, got)
+		}
+	}
 }

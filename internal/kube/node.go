@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -176,6 +177,14 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if o.Shadow {
 		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
+			wk.Close()
+			return nil, err
+		}
+	}
+	if o.Metrics != nil {
+		observed := o.Metrics.KubeletEvictionsObserved()
+		ke := &kubeletEvictions{ours: n.Evictor.Evicted, seen: func(*v1.Pod) { observed.Inc() }}
+		if err := ke.watch(pods.Informer()); err != nil {
 			wk.Close()
 			return nil, err
 		}
