@@ -59,8 +59,8 @@ Values are left in place at stop; "evictd qos --live" compares them with
 what is written now (docs/qos.md).
 
 Each decision that has something to say is appended to the decision log as
-one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
-and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
+one JSON line (the data "evictd explain -o json" prints); Prometheus metrics,
+/healthz and /readyz are served on 127.0.0.1:9847 by default. Logs: one line per
 action and per state change, nothing per tick.
 
 --dry-run logs exactly what would be killed and changes nothing (the state
@@ -107,7 +107,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the configuration (files, flags, cgroups) and exit")
 	stateFile := fs.String("state-file", "/var/lib/evictd/state.json", `engine state (grace-period timers, conditions), kept across restarts; "" to disable`)
 	decisionLog := fs.String("decision-log", "/var/log/evictd/decisions.jsonl", `JSON-lines decision log; "-" for standard output, "" to disable`)
-	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics and /healthz; "" to disable`)
+	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz (plain HTTP, loopback by default); "" to disable`)
 	memcg := fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off")
 	psi := fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off")
 	events := fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off")
