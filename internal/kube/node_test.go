@@ -68,8 +68,14 @@ func TestRealClusterRole(t *testing.T) {
 	installDeploy(t, srv)
 	user := kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA)
 	check := func(verb, resource, sub, ns string) bool {
+		group, resource, _ := strings.Cut(resource, ".")
+		if resource == "" {
+			group, resource = "", group
+		} else {
+			group, resource = resource, group
+		}
 		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: user.Name, Groups: user.Groups,
-			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Resource: resource, Subresource: sub, Namespace: ns}}}
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: ns}}}
 		r, err := srv.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -81,6 +87,8 @@ func TestRealClusterRole(t *testing.T) {
 		{"create", "pods", "eviction", "any"}, {"delete", "pods", "", "any"}, {"patch", "pods", "status", "any"},
 		{"create", "events", "", "any"}, {"create", "events", "", "default"},
 		{"get", "nodes", "", ""}, {"get", "nodes", "stats", ""},
+		// The secure metrics endpoint's reviews of each scraper's token.
+		{"create", "tokenreviews.authentication.k8s.io", "", ""}, {"create", "subjectaccessreviews.authorization.k8s.io", "", ""},
 	} {
 		if !check(a.verb, a.res, a.sub, a.ns) {
 			t.Errorf("the ClusterRole does not allow %s %s/%s (evictd needs it)", a.verb, a.res, a.sub)
