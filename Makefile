@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
+.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
 
 # The version stamped into evictd (evictd version, evictd_build_info), the
 # commit, and the commit's time: scripts/version.sh.
@@ -12,6 +12,21 @@ LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X git
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd ./cmd/evictd
+
+# The release image: evictd for linux/amd64 and linux/arm64 in one OCI index,
+# reproducible from the tree (.cache/image/evictd.tar; IMAGE names it), and
+# its push to your registry (docs/install.md):
+#   make image && make push IMAGE=registry.example.com/evictd:v0.1.0
+IMAGE ?= evictd:$(VERSION)
+image:
+	./scripts/image.sh build $(IMAGE)
+
+push:
+	./scripts/image.sh push $(IMAGE)
+
+# deploy/kubernetes/ rendered from the Helm chart deploy/helm/evictd.
+manifests:
+	./scripts/render-manifests.sh
 
 # The whole suite: everything CI runs. It installs what the tests need
 # (Debian packages, the VM kernel) on first use and caches it.
