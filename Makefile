@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
+.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-ops test-node node-up node-down bench demo lint-go docs-plots
 
 # The version stamped into evictd (evictd version, evictd_build_info), the
 # commit, and the commit's time: scripts/version.sh.
@@ -48,6 +48,11 @@ test-parity:
 # Kubernetes mode on a real kube-apiserver and etcd (loopback, no kubelet).
 test-apiserver:
 	./scripts/test.sh apiserver
+
+# The Helm chart (helm lint/template), the alert rules (promtool test rules),
+# the image's reproducibility.
+test-ops:
+	./scripts/test.sh ops
 
 # A real single-node Kubernetes v1.37.2 cluster: smoke tests, no-traffic and
 # leave-nothing checks (docs/testing.md).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|fuzz]
+# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|ops|node|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -133,18 +133,26 @@ apiserver() {
 	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 -run 'RunKube|SelftestKube' ./cmd/evictd/
 }
 
+# The release and what operators run it with: the Helm chart (helm lint,
+# helm template), the alert rules (promtool), the image (scripts/test-ops.sh).
+ops() {
+	step "release and operations: the chart, the alert rules, the image"
+	scripts/test-ops.sh
+}
+
 node() {
 	step "a real single-node Kubernetes v1.37.2 cluster"
 	scripts/node.sh test
 }
 
 case "$tier" in
-all) unit; vm; parity; apiserver; node ;;
+all) unit; vm; parity; apiserver; ops; node ;;
 unit) unit ;;
 fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
 apiserver) apiserver ;;
+ops) ops ;;
 node) node ;;
-*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|fuzz]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|apiserver|ops|node|fuzz]" >&2; exit 2 ;;
 esac
