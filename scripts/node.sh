@@ -760,12 +760,17 @@ tier() {
 	t0=$(date +%s)
 	deps
 	bins >/dev/null
+	scripts/tool-bins.sh helm >/dev/null
+	scripts/tool-bins.sh prometheus >/dev/null
 	build_images
 	t1=$(date +%s)
 	log "binaries and images ready in $((t1 - t0)) s"
 	local rc=0
 	lock
-	EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
+	# helm and Prometheus for the Helm install and the real Prometheus
+	# (test/node/ops_test.go), built from the module proxy and cached.
+	EVICTD_HELM=$(scripts/tool-bins.sh helm) EVICTD_PROMETHEUS=$(scripts/tool-bins.sh prometheus) \
+		EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
 	# The tests tear the node down themselves; this catches a killed run.
 	EVICTD_NODE_LOCKED=1 down_all
 	check || rc=1

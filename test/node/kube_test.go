@@ -37,8 +37,12 @@ func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 	return string(out)
 }
 
-// installEvictd installs evictd as a user does, `kubectl apply -k
-// deploy/kubernetes/`, with the two settings this test node needs: the
+// installEvictd installs evictd as a user does with kustomize: an overlay
+// of deploy/kubernetes/ that sets the image to the one `make image` built
+// (imported into the node as evictd.local/evictd:node), applied with
+// `kubectl apply -k` into kube-system, whose PodSecurity admission is set to
+// enforce the level the docs state. Then the two settings this test node
+// needs: the
 // kubelet's configuration is not at /var/lib/kubelet/config.yaml but in the
 // run's directory, and the node runs no kube-proxy, so the in-cluster
 // address of the API server (the kubernetes Service's cluster IP) does not
@@ -47,7 +51,8 @@ func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 // evictd's log file on the node. args are added to evictd's.
 func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
-	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
+	kubectl(t, c, "label", "--overwrite", "namespace", "kube-system", "pod-security.kubernetes.io/enforce="+podSecurityLevel, "pod-security.kubernetes.io/enforce-version=latest")
+	kubectl(t, c, "apply", "-k", kustomizeOverlay(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -185,6 +190,27 @@ func TestEvictdEvictsFirst(t *testing.T) {
 			t.Logf("evictd: %s", l)
 		}
 	}
+}
+
+// kustomizeOverlay is a user's overlay of deploy/kubernetes/: the image the
+// node tier built with make image and imported.
+func kustomizeOverlay(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := filepath.Abs(filepath.Join("..", "..", "deploy", "kubernetes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, base) // kustomize takes relative paths only
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, tag, _ := strings.Cut(node.EvictdImage, ":")
+	k := fmt.Sprintf("resources: [%s]\nimages:\n  - {name: evictd, newName: %s, newTag: %s}\n", rel, name, tag)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // hogTarget is how much a pod must allocate so that, with what the pods
