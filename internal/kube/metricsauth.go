@@ -47,8 +47,7 @@ const (
 	authnTTL      = 2 * time.Minute
 	authzAllowTTL = 5 * time.Minute
 	authzDenyTTL  = 30 * time.Second
-	// authCacheMax bounds each cache (distinct tokens and users); when full
-	// it is emptied, which costs only new reviews.
+	// authCacheMax bounds each cache (distinct tokens and users).
 	authCacheMax = 256
 	// authTimeout bounds a review: a scrape times out after 10 s by default.
 	authTimeout = 5 * time.Second
@@ -64,21 +63,51 @@ type MetricsAuth struct {
 	Log  *slog.Logger
 	Now  func() time.Time // nil: time.Now
 
-	mu    sync.Mutex
-	authn map[[sha256.Size]byte]authnEntry
-	authz map[string]authzEntry
+	authn ttlCache[[sha256.Size]byte, authnEntry]
+	authz ttlCache[string, authzEntry]
 }
 
 type authnEntry struct {
-	user    authnv1.UserInfo
-	ok      bool
-	expires time.Time
+	user authnv1.UserInfo
+	ok   bool
 }
 
 type authzEntry struct {
 	allowed bool
 	reason  string
+}
+
+// ttlCache holds decisions until they expire, at most authCacheMax of them.
+type ttlCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]ttlEntry[V]
+}
+
+type ttlEntry[V any] struct {
+	v       V
 	expires time.Time
+}
+
+func (c *ttlCache[K, V]) get(k K, now time.Time) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
+}
+
+// put keeps v until expires; a full cache is emptied first, which costs
+// only new reviews.
+func (c *ttlCache[K, V]) put(k K, v V, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= authCacheMax {
+		c.m = map[K]ttlEntry[V]{}
+	}
+	c.m[k] = ttlEntry[V]{v, expires}
 }
 
 func (m *MetricsAuth) now() time.Time {
@@ -151,24 +180,16 @@ func bearer(h string) (string, bool) {
 func (m *MetricsAuth) authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
 	now := m.now()
-	m.mu.Lock()
-	if e, ok := m.authn[key]; ok && now.Before(e.expires) {
-		m.mu.Unlock()
+	if e, ok := m.authn.get(key, now); ok {
 		return e.user, e.ok, nil
 	}
-	m.mu.Unlock()
 	r, err := m.Client.AuthenticationV1().TokenReviews().Create(ctx,
 		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return authnv1.UserInfo{}, false, fmt.Errorf("TokenReview: %w", err)
 	}
-	e := authnEntry{user: r.Status.User, ok: r.Status.Authenticated && r.Status.Error == "", expires: now.Add(authnTTL)}
-	m.mu.Lock()
-	if m.authn == nil || len(m.authn) >= authCacheMax {
-		m.authn = map[[sha256.Size]byte]authnEntry{}
-	}
-	m.authn[key] = e
-	m.mu.Unlock()
+	e := authnEntry{user: r.Status.User, ok: r.Status.Authenticated && r.Status.Error == ""}
+	m.authn.put(key, e, now.Add(authnTTL))
 	return e.user, e.ok, nil
 }
 
@@ -177,12 +198,9 @@ func (m *MetricsAuth) authenticate(ctx context.Context, token string) (authnv1.U
 func (m *MetricsAuth) authorize(ctx context.Context, user authnv1.UserInfo, path string) (bool, string, error) {
 	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), fmt.Sprint(user.Extra), path}, "\x00")
 	now := m.now()
-	m.mu.Lock()
-	if e, ok := m.authz[key]; ok && now.Before(e.expires) {
-		m.mu.Unlock()
+	if e, ok := m.authz.get(key, now); ok {
 		return e.allowed, e.reason, nil
 	}
-	m.mu.Unlock()
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
@@ -194,16 +212,12 @@ func (m *MetricsAuth) authorize(ctx context.Context, user authnv1.UserInfo, path
 	if err != nil {
 		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
 	}
-	e := authzEntry{allowed: r.Status.Allowed && !r.Status.Denied, reason: r.Status.Reason, expires: now.Add(authzDenyTTL)}
+	e := authzEntry{allowed: r.Status.Allowed && !r.Status.Denied, reason: r.Status.Reason}
+	ttl := authzDenyTTL
 	if e.allowed {
-		e.expires = now.Add(authzAllowTTL)
+		ttl = authzAllowTTL
 	}
-	m.mu.Lock()
-	if m.authz == nil || len(m.authz) >= authCacheMax {
-		m.authz = map[string]authzEntry{}
-	}
-	m.authz[key] = e
-	m.mu.Unlock()
+	m.authz.put(key, e, now.Add(ttl))
 	return e.allowed, e.reason, nil
 }
 

@@ -201,11 +201,26 @@ func TestHelmInstallAndPrometheus(t *testing.T) {
 	helmCmd(t, c, helm, hdir, "uninstall", "evictd", "--namespace", ns, "--wait", "--timeout", "2m")
 	uninstalled = true
 	for what, get := range map[string]func() error{
-		"DaemonSet":          func() error { _, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, "evictd", metav1.GetOptions{}); return err },
-		"ClusterRole":        func() error { _, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "evictd", metav1.GetOptions{}); return err },
-		"ClusterRoleBinding": func() error { _, err := c.Client.RbacV1().ClusterRoleBindings().Get(ctx, "evictd", metav1.GetOptions{}); return err },
-		"metrics reader":     func() error { _, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "evictd-metrics-reader", metav1.GetOptions{}); return err },
-		"ServiceAccount":     func() error { _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "evictd", metav1.GetOptions{}); return err },
+		"DaemonSet": func() error {
+			_, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, "evictd", metav1.GetOptions{})
+			return err
+		},
+		"ClusterRole": func() error {
+			_, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "evictd", metav1.GetOptions{})
+			return err
+		},
+		"ClusterRoleBinding": func() error {
+			_, err := c.Client.RbacV1().ClusterRoleBindings().Get(ctx, "evictd", metav1.GetOptions{})
+			return err
+		},
+		"metrics reader": func() error {
+			_, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "evictd-metrics-reader", metav1.GetOptions{})
+			return err
+		},
+		"ServiceAccount": func() error {
+			_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "evictd", metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := get(); !apierrors.IsNotFound(err) {
 			t.Errorf("after helm uninstall, the %s: %v", what, err)
