@@ -168,6 +168,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
+	if *kf.secureMetrics != "" || *kf.tlsCert != "" || *kf.tlsKey != "" {
+		return fail("--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes: the endpoint authenticates its clients with the API server")
+	}
 	if *root == "" {
 		if !*dryRun && !*check {
 			return fail("--workload-root is required (the cgroup whose children are the workloads, e.g. /workloads); try --dry-run to see what evictd would do on this host")
