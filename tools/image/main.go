@@ -9,7 +9,8 @@
 //	      -platform linux/amd64=bin/linux-amd64/evictd -platform linux/arm64=bin/linux-arm64/evictd \
 //	      -label org.opencontainers.image.version=v0.1.0
 //	image push evictd.tar registry.example.com/evictd:v0.1.0
-//	image digest evictd.tar
+//	image digest evictd.tar                     # the index's digest (push prints it too)
+//	image digest -config linux/amd64 evictd.tar # that platform's image ID
 //
 // A build is an OCI image layout in a tar (oci-layout, index.json, blobs/),
 // for `ctr images import` and for push. Its index.json names the image
@@ -467,19 +468,40 @@ func untar(archive, dir string) error {
 	}
 }
 
-func cmdDigest(args []string, stdout, _ io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("usage: image digest ARCHIVE")
+func cmdDigest(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("image digest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "OS/ARCH: print that platform's image ID (its config's digest, which the container runtime reports for a running container) instead")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	idx, img, _, cleanup, err := open(args[0])
+	if fs.NArg() != 1 {
+		return errors.New("usage: image digest [-config OS/ARCH] ARCHIVE")
+	}
+	idx, img, _, cleanup, err := open(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	var d v1.Hash
-	if idx != nil {
+	switch {
+	case *config != "":
+		pl, err := platformOf(*config)
+		if err != nil {
+			return err
+		}
+		if idx != nil {
+			if img, err = platformImage(idx, pl); err != nil {
+				return err
+			}
+		}
+		d, err = img.ConfigName()
+		if err != nil {
+			return err
+		}
+	case idx != nil:
 		d, err = idx.Digest()
-	} else {
+	default:
 		d, err = img.Digest()
 	}
 	if err != nil {
@@ -487,6 +509,20 @@ func cmdDigest(args []string, stdout, _ io.Writer) error {
 	}
 	fmt.Fprintln(stdout, d)
 	return nil
+}
+
+// platformImage is the image of idx for platform pl.
+func platformImage(idx v1.ImageIndex, pl v1.Platform) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.OS == pl.OS && d.Platform.Architecture == pl.Architecture {
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no image for %s/%s in the index", pl.OS, pl.Architecture)
 }
 
 func cmdPush(args []string, stdout, stderr io.Writer) error {

@@ -91,6 +91,10 @@ func TestBuildMultiPlatform(t *testing.T) {
 	if len(m.Manifests) != 2 || m.Annotations["org.opencontainers.image.version"] != "v0.1.0" {
 		t.Fatalf("index %+v", m)
 	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"digest", out}, &stdout, &stderr); code != 0 || strings.TrimSpace(stdout.String()) != d.String() {
+		t.Errorf("image digest: %d %q %s, want %s", code, stdout.String(), stderr.String(), d)
+	}
 	for _, desc := range m.Manifests {
 		p := desc.Platform.OS + "/" + desc.Platform.Architecture
 		im, err := idx.Image(desc.Digest)
@@ -103,6 +107,12 @@ func TestBuildMultiPlatform(t *testing.T) {
 		}
 		if cf.OS+"/"+cf.Architecture != p || cf.Config.Entrypoint[0] != "/evictd" || !cf.Created.Time.Equal(s.Created) {
 			t.Errorf("%s: config %s/%s entrypoint %v created %s", p, cf.OS, cf.Architecture, cf.Config.Entrypoint, cf.Created)
+		}
+		stdout.Reset()
+		if code := run([]string{"digest", "-config", p, out}, &stdout, &stderr); code != 0 {
+			t.Errorf("image digest -config %s: %d %s", p, code, stderr.String())
+		} else if id, _ := im.ConfigName(); strings.TrimSpace(stdout.String()) != id.String() {
+			t.Errorf("image digest -config %s: %q, want the image ID %s", p, stdout.String(), id)
 		}
 		files := layerFiles(t, im)
 		if string(files["evictd"]) != "binary for "+p {
