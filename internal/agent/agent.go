@@ -25,8 +25,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -66,6 +68,22 @@ type EvictResult struct {
 	Took   time.Duration `json:"tookNs"`
 }
 
+// Holder stops an eviction's victim from growing the moment the engine
+// chooses it, before the eviction starts (before the API call, before
+// SIGTERM): a limit the kernel enforces on the pod's cgroup at its current
+// usage (actuate.Killer.Hold). The agent releases the hold when the
+// eviction is abandoned (the evictor left the pod untouched, ErrUntouched),
+// once the pod is gone, and when it stops.
+type Holder interface {
+	Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error)
+}
+
+// ErrUntouched is wrapped by an Evictor's error when it did nothing to the
+// pod (the API refused the eviction with a 4xx other than a PDB's, a
+// workload could not be listed): the eviction is abandoned, and the
+// victim's hold is released so that the pod runs on as it was.
+var ErrUntouched = errors.New("the pod was left as it was")
+
 // Reclaimer runs node-level reclaim for a signal (the kubelet's container
 // and image GC; in host mode, configured hook commands).
 type Reclaimer interface {
@@ -101,10 +119,16 @@ func RealClock() Clock { return realClock{} }
 
 // Config wires an Agent.
 type Config struct {
-	Engine    *policy.Engine
-	Stats     StatsSource
-	Pods      PodSource
-	Evictor   Evictor
+	Engine  *policy.Engine
+	Stats   StatsSource
+	Pods    PodSource
+	Evictor Evictor
+	// Holder stops a hard eviction's victim from growing at once (nil:
+	// the victim grows on until the evictor's kill, as with the kubelet).
+	Holder Holder
+	// OOM reads the kernel OOM killer's counters (nil: kernel OOM kills go
+	// unreported).
+	OOM       OOMCounter
 	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
 	Waker     Waker            // nil: timer only
 	Updater   ThresholdUpdater // nil: no kernel thresholds
@@ -142,6 +166,9 @@ type Agent struct {
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
 	observed  atomic.Bool  // a synchronize listed the workloads and read the stats; read by /readyz
 	faults    faults
+	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
+	holdsFile *HoldsFile                  // nil without a state file or in a dry run
+	oom       oomWatch
 }
 
 // New checks cfg and returns an Agent.
@@ -162,6 +189,10 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.configure(cfg.Engine.Thresholds())
 		cfg.Metrics.DryRun.Set(b2f(cfg.DryRun))
+	}
+	if cfg.StateFile != "" && !cfg.DryRun {
+		// Before anything else: a growth stop a crashed run left in force.
+		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
 	}
 	if cfg.StateFile != "" {
 		st, warn := LoadState(cfg.StateFile)
@@ -201,15 +232,41 @@ type Record struct {
 
 // Action is one thing the agent did for a Decision.
 type Action struct {
-	Kind    string           `json:"kind"` // "evict", "reclaim"
-	Pod     policy.PodRef    `json:"pod,omitempty"`
-	Signal  string           `json:"signal,omitempty"`
-	Grace   time.Duration    `json:"graceNs,omitempty"`
-	Result  *EvictResult     `json:"result,omitempty"`
-	Error   string           `json:"error,omitempty"`
-	Reclaim []string         `json:"reclaim,omitempty"`
-	Message string           `json:"message,omitempty"`
-	Evict   *policy.Eviction `json:"-"`
+	Kind   string        `json:"kind"` // "evict", "reclaim"
+	Pod    policy.PodRef `json:"pod,omitempty"`
+	Signal string        `json:"signal,omitempty"`
+	Grace  time.Duration `json:"graceNs,omitempty"`
+	// Stop is how the victim's growth was stopped before the eviction
+	// (hard memory and PID thresholds, with a Holder).
+	Stop    *GrowthStop  `json:"growthStop,omitempty"`
+	Result  *EvictResult `json:"result,omitempty"`
+	Error   string       `json:"error,omitempty"`
+	Reclaim []string     `json:"reclaim,omitempty"`
+	// OOMKills: for a "kernel-oom-kill" action, the processes the kernel
+	// OOM killer killed; for an eviction, those of the victim it killed
+	// while evictd was evicting it (then the kernel, not evictd, ended it).
+	OOMKills uint64           `json:"oomKills,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Evict    *policy.Eviction `json:"-"`
+	pod      *v1.Pod          // the victim, found in the pod source
+}
+
+// GrowthStop is a victim's hold as the decision log records it.
+type GrowthStop struct {
+	Mechanism string `json:"mechanism,omitempty"` // actuate.MechMemoryHigh, MechMemoryLimit, MechPidsMax
+	Cgroup    string `json:"cgroup,omitempty"`    // the cgroup the limit was written to
+	Usage     uint64 `json:"usage,omitempty"`     // bytes or tasks when it was stopped
+	Limit     uint64 `json:"limit,omitempty"`     // bytes or tasks written
+	// At is when the limit was in force; AfterTrigger how long after the
+	// synchronize's trigger (the kernel wake-up, for a crossing it saw);
+	// Took how long the reads and writes took.
+	At           time.Time     `json:"at"`
+	AfterTrigger time.Duration `json:"afterTriggerNs"`
+	Took         time.Duration `json:"tookNs"`
+	DryRun       bool          `json:"dryRun,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	// Released says why the hold was undone within this synchronize.
+	Released string `json:"released,omitempty"`
 }
 
 // Run loops until ctx is done: a synchronize at start, then on every timer
@@ -222,6 +279,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		wake = a.cfg.Waker.C()
 	}
 	trig := Trigger{Reason: "start", At: clk.Now()}
+	// A hold is never left behind by an agent that has stopped: the
+	// victim would stay at its limit with nothing to end it.
+	defer func() {
+		a.releaseHolds(nil)
+		if a.holdsFile != nil {
+			a.holdsFile.Close()
+		}
+	}()
 	for {
 		rec := a.Sync(ctx, trig)
 		if ctx.Err() != nil {
@@ -320,6 +385,8 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	}
 	if perr != nil {
 		pods = nil
+	} else {
+		a.releaseHolds(pods)
 	}
 	now := clk.Now()
 	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
@@ -340,36 +407,53 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		}
 	}
 	rec.TriggerToDecision = clk.Now().Sub(trig.At)
-	a.logStateChanges(d) // before the kills, so the log reads in order
-	for i := range d.Evictions {
-		ev := d.Evictions[i]
-		pod := findPod(pods, ev.Pod)
-		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message}
-		if pod == nil {
+	// Every victim is found and its growth stopped first, before anything
+	// else is done for the decision: a fast allocator crosses the
+	// remaining headroom in tens of milliseconds.
+	acts := make([]Action, len(d.Evictions))
+	for i, ev := range d.Evictions {
+		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message, Evict: &d.Evictions[i]}
+		act.pod = findPod(pods, ev.Pod)
+		switch {
+		case act.pod == nil:
 			act.Error = "pod not in the pod source any more"
-		} else if policy.IsCriticalPod(pod) {
+		case policy.IsCriticalPod(act.pod):
 			// The engine never picks one; this guard keeps a future bug
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
-		} else {
+		default:
+			act.Stop = a.hold(trig, act.pod, ev)
+		}
+		acts[i] = act
+	}
+	a.logStateChanges(d) // before the kills, so the log reads in order
+	for i := range acts {
+		act := &acts[i]
+		ev := d.Evictions[i]
+		if act.Error == "" {
 			if a.cfg.BeforeEvict != nil {
-				a.cfg.BeforeEvict(trig, d, act)
+				a.cfg.BeforeEvict(trig, d, *act)
 			}
-			res, err := a.cfg.Evictor.Evict(ctx, pod, act.Grace, ev)
+			res, err := a.cfg.Evictor.Evict(ctx, act.pod, act.Grace, ev)
 			act.Result = &res
+			a.watchOOM(&rec, act)
 			if err != nil {
 				act.Error = err.Error()
+				if errors.Is(err, ErrUntouched) {
+					a.release(act.pod.UID, act.Stop, "the eviction was abandoned")
+				}
 			}
 		}
-		a.logEviction(trig, act, d)
+		a.logEviction(trig, *act, d)
 		if a.cfg.Metrics != nil && !a.cfg.DryRun {
-			if act.Error == "" {
-				a.cfg.Metrics.evicted(ev.Signal)
-			} else {
+			switch {
+			case act.Error != "":
 				a.cfg.Metrics.EvictionErrors.WithLabelValues(ev.Signal).Inc()
+			case act.OOMKills == 0: // the kernel's kill is not evictd's eviction
+				a.cfg.Metrics.evicted(ev.Signal)
 			}
 		}
-		rec.Actions = append(rec.Actions, act)
+		rec.Actions = append(rec.Actions, *act)
 	}
 	// The kernel thresholds are moved after the evictions, not before them
 	// as the kubelet does: registering a memcg v1 threshold waits for an RCU
@@ -383,6 +467,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if summary != nil && a.cfg.Updater != nil {
 		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
+	a.watchOOM(&rec, nil)
 	rec.Decision = d
 	a.syncs++
 	a.lastSync.Store(clk.Now().UnixNano())
@@ -400,6 +485,117 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	}
 	a.noteObserve(now, perr, serr)
 	return rec
+}
+
+// GrowthStopResource is what an eviction's growth stop holds: memory and
+// PIDs, for the evictions the kubelet makes at once (a hard threshold's). A
+// soft threshold's victim keeps the grace period the kubelet gives it, and
+// disk has no limit that would not fail the workload's writes.
+func GrowthStopResource(ev policy.Eviction) (actuate.Resource, bool) {
+	if !ev.Immediate || ev.Limit {
+		return 0, false
+	}
+	switch policy.Signal(ev.Signal) {
+	case policy.SignalMemoryAvailable, policy.SignalAllocatableMemoryAvailable:
+		return actuate.Memory, true
+	case policy.SignalPIDAvailable:
+		return actuate.PIDs, true
+	}
+	return 0, false
+}
+
+// hold stops the victim's growth, or says why it could not; nil when the
+// eviction has nothing to hold. A victim still held from an earlier
+// attempt keeps its hold.
+func (a *Agent) hold(trig Trigger, pod *v1.Pod, ev policy.Eviction) *GrowthStop {
+	r, ok := GrowthStopResource(ev)
+	if !ok || a.cfg.Holder == nil {
+		return nil
+	}
+	if h := a.holds[pod.UID]; h != nil {
+		return growthStop(h, a.cfg.Clock.Now(), trig)
+	}
+	h, err := a.cfg.Holder.Hold(pod, r)
+	now := a.cfg.Clock.Now()
+	if err != nil {
+		gs := &GrowthStop{At: now, AfterTrigger: now.Sub(trig.At), Error: err.Error()}
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.growthStop("", "failed", 0)
+		}
+		return gs
+	}
+	gs := growthStop(h, now, trig)
+	if !h.DryRun {
+		if a.holds == nil {
+			a.holds = map[types.UID]*actuate.Hold{}
+		}
+		a.holds[pod.UID] = h
+		a.saveHolds()
+	}
+	if a.cfg.Metrics != nil {
+		outcome := "stopped"
+		if h.DryRun {
+			outcome = "dry-run"
+		}
+		a.cfg.Metrics.growthStop(h.Mechanism, outcome, gs.AfterTrigger)
+	}
+	return gs
+}
+
+func growthStop(h *actuate.Hold, now time.Time, trig Trigger) *GrowthStop {
+	return &GrowthStop{Mechanism: h.Mechanism, Cgroup: h.Dir, Usage: h.Usage, Limit: h.Limit,
+		At: now, AfterTrigger: now.Sub(trig.At), Took: h.Took, DryRun: h.DryRun}
+}
+
+// release undoes the hold on uid, noting why in gs.
+func (a *Agent) release(uid types.UID, gs *GrowthStop, why string) {
+	h := a.holds[uid]
+	if h == nil {
+		return
+	}
+	delete(a.holds, uid)
+	if err := h.Release(); err != nil {
+		a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
+	}
+	a.saveHolds()
+	if gs != nil {
+		gs.Released = why
+	}
+}
+
+// saveHolds hands the stops in force to the holds file's writer.
+func (a *Agent) saveHolds() {
+	if a.holdsFile == nil {
+		return
+	}
+	recs := make([]actuate.HoldRecord, 0, len(a.holds))
+	for _, h := range a.holds {
+		if r := h.Record(); len(r.Writes) > 0 {
+			recs = append(recs, r)
+		}
+	}
+	a.holdsFile.Set(recs)
+}
+
+// releaseHolds undoes the holds of the victims that active (the pods just
+// listed) no longer holds: they are gone, so a workload cgroup that stays
+// (host mode) gets its limits back for whatever runs in it next. With
+// active nil it releases every hold (the agent is stopping).
+func (a *Agent) releaseHolds(active []*v1.Pod) {
+	released := false
+	for uid, h := range a.holds {
+		if active != nil && slices.ContainsFunc(active, func(p *v1.Pod) bool { return p.UID == uid }) {
+			continue
+		}
+		delete(a.holds, uid)
+		if err := h.Release(); err != nil {
+			a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
+		}
+		released = true
+	}
+	if released {
+		a.saveHolds()
+	}
 }
 
 func interesting(r Record) bool {
@@ -425,6 +621,16 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	if d.Deciding != nil && d.Deciding.Quantity != nil && d.Deciding.Available != nil {
 		attrs = append(attrs, "threshold", d.Deciding.Threshold.String(), "available", d.Deciding.Available.String())
 	}
+	if gs := act.Stop; gs != nil {
+		if gs.Error != "" {
+			attrs = append(attrs, "growth_stop_failed", gs.Error)
+		} else {
+			attrs = append(attrs, "growth_stopped", gs.Mechanism, "stop_limit", gs.Limit, "stop_after_trigger", gs.AfterTrigger)
+		}
+		if gs.Released != "" {
+			attrs = append(attrs, "stop_released", gs.Released)
+		}
+	}
 	if act.Result != nil {
 		attrs = append(attrs, "method", act.Result.Method, "gone", act.Result.Gone, "took", act.Result.Took)
 	}
@@ -432,6 +638,9 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	switch {
 	case act.Error != "":
 		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
+	case act.OOMKills > 0:
+		a.log.Warn("the kernel OOM killer killed processes of the workload while evictd was evicting it",
+			append(attrs, "kernel_oom_kills", act.OOMKills)...)
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/version"
 )
@@ -60,6 +61,14 @@ type Metrics struct {
 	// --shadow).
 	DryRun    prometheus.Gauge
 	BuildInfo *prometheus.GaugeVec
+
+	// GrowthStops counts victims' holds by mechanism and outcome (stopped,
+	// failed, dry-run); GrowthStopLatency is the trigger → limit in force.
+	GrowthStops       *prometheus.CounterVec
+	GrowthStopLatency *prometheus.HistogramVec
+	// KernelOOMKills counts the kernel OOM killer's kills by pod (pod ""
+	// for kills outside the workloads evictd watches).
+	KernelOOMKills *prometheus.CounterVec
 
 	kubeletOnce      sync.Once
 	kubeletEvictions prometheus.Counter
@@ -156,6 +165,23 @@ func NewMetrics() *Metrics {
 		m.Condition.WithLabelValues(string(c)).Set(0)
 	}
 	m.BuildInfo.WithLabelValues(version.Version(), version.Revision(), version.GoVersion(), version.Kubelet).Set(1)
+	m.GrowthStops = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "growth_stops_total",
+		Help: "Eviction victims whose growth was stopped at decision time (a hard memory or PID threshold), by mechanism and outcome (stopped, failed, dry-run)."},
+		[]string{"mechanism", "outcome"})
+	m.GrowthStopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "evictd", Name: "growth_stop_seconds",
+		Help:    "Time from the synchronize's trigger (a kernel wake-up or tick) until the victim's limit was in force.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}, []string{"mechanism"})
+	m.KernelOOMKills = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "kernel_oom_kills_total",
+		Help: "Processes the kernel OOM killer killed, by the pod or workload they belonged to (namespace, pod and qos_class empty for processes outside the workloads evictd watches, or in a cgroup already removed)."},
+		[]string{"namespace", "pod", "qos_class"})
+	r.MustRegister(m.GrowthStops, m.GrowthStopLatency, m.KernelOOMKills)
+	// The growth stops' usual series, and kills outside the watched
+	// workloads (pod ""): each at 0 from the start.
+	for _, mech := range []string{actuate.MechMemoryHigh, actuate.MechMemoryLimit, actuate.MechPidsMax} {
+		m.GrowthStops.WithLabelValues(mech, "stopped")
+	}
+	m.GrowthStops.WithLabelValues("", "failed")
+	m.KernelOOMKills.WithLabelValues("", "", "")
 	// The Go runtime's and the process's own metrics (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes): a long-running agent
 	// is watched for leaks with them (bench/soak.sh).
@@ -327,4 +353,13 @@ func (a *Agent) Ready() error {
 		return errors.New("the node has not been observed yet (no synchronize has listed the workloads and read the stats)")
 	}
 	return a.Healthy()
+}
+
+// growthStop counts a victim's hold and how long after the trigger its
+// limit was in force.
+func (m *Metrics) growthStop(mechanism, outcome string, afterTrigger time.Duration) {
+	m.GrowthStops.WithLabelValues(mechanism, outcome).Inc()
+	if outcome == "stopped" {
+		m.GrowthStopLatency.WithLabelValues(mechanism).Observe(afterTrigger.Seconds())
+	}
 }

@@ -30,6 +30,10 @@ type Options struct {
 	WorkloadRoot string
 	Workloads    *workload.File // nil: every cgroup is BestEffort priority 0
 	DryRun       bool
+	// NoGrowthStop leaves a hard eviction's victim growing until its kill,
+	// as the kubelet does (agent.Config.Holder); by default its growth is
+	// stopped at once.
+	NoGrowthStop bool
 	Interval     time.Duration
 	StateFile    string
 	DecisionLog  *agent.DecisionLog
@@ -153,15 +157,20 @@ func New(o Options) (*Host, error) {
 	if o.MemoryQoS != nil {
 		s := *o.MemoryQoS
 		s.CgroupV2 = v2
-		if prot, err = protect.New(protect.Config{Settings: s, Root: root, DryRun: o.DryRun, Log: o.Log}); err != nil {
+		if prot, err = protect.New(protect.Config{Settings: s, Root: root, DryRun: o.DryRun, Log: o.Log, Held: k.Held}); err != nil {
 			wk.Close()
 			return nil, err
 		}
 		podSource = &protectedPods{Workloads: pods, Protector: prot}
 	}
 	stats := &Stats{Collector: wl, Pods: pods, RootRel: rootRel}
+	ev := &Evictor{Killer: k}
+	var holder agent.Holder = ev
+	if o.NoGrowthStop {
+		holder = nil
+	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: &Evictor{Killer: k}, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 	})
