@@ -193,12 +193,30 @@ func TestHelmInstallAndPrometheus(t *testing.T) {
 	if err := prom.get(node.Ctx(t), "/api/v1/rules", nil, &rules); err != nil {
 		t.Fatal(err)
 	}
+	// This machine's kernel is shared: another test's memory hog may be
+	// OOM-killed in its own cgroup meanwhile, which /proc/vmstat counts
+	// node-wide and evictd reports (Kubernetes mode counts kills outside
+	// the pods too). Then EvictdKernelOOMKills rightly fires; it must not
+	// fire without such a kill.
+	oom, err := prom.query(node.Ctx(t), `increase(evictd_kernel_oom_kills_total{job="evictd"}[10m]) > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	for _, g := range rules.Data.Groups {
 		for _, r := range g.Rules {
 			n++
-			if r.Health != "ok" || r.State != "inactive" {
-				t.Errorf("alert %s on a healthy node: health %s (%s), state %s", r.Name, r.Health, r.LastError, r.State)
+			switch {
+			case r.Health != "ok":
+				t.Errorf("alert %s: health %s (%s)", r.Name, r.Health, r.LastError)
+			case r.Name == "EvictdKernelOOMKills" && r.State != "inactive":
+				if len(oom) == 0 {
+					t.Errorf("alert %s %s without a kernel OOM kill", r.Name, r.State)
+				} else {
+					t.Logf("alert %s %s: the kernel OOM-killed a process on this machine meanwhile: %s", r.Name, r.State, oom)
+				}
+			case r.State != "inactive":
+				t.Errorf("alert %s on a healthy node: %s", r.Name, r.State)
 			}
 		}
 	}
