@@ -61,6 +61,9 @@ type Metrics struct {
 	// --shadow).
 	DryRun    prometheus.Gauge
 	BuildInfo *prometheus.GaugeVec
+	// OutputDropped counts what the outputs' queues could not take (a
+	// stalled disk or pipe): evictd_output_dropped_total{output}.
+	OutputDropped *prometheus.CounterVec
 
 	// GrowthStops counts victims' holds by mechanism and outcome (stopped,
 	// failed, dry-run); GrowthStopLatency is the trigger → limit in force.
@@ -143,7 +146,8 @@ func NewMetrics() *Metrics {
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "build_info",
 			Help: "Always 1: the version, commit and Go release of this evictd, and the kubelet release whose eviction semantics it implements."},
 			[]string{"version", "revision", "goversion", "kubelet_version"}),
-		met: map[[2]string]bool{},
+		met:           map[[2]string]bool{},
+		OutputDropped: newOutputDropped(),
 	}
 	for _, u := range []string{unitBytes, unitInodes, unitPIDs} {
 		m.Available[u] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "evictd", Name: "signal_available_" + u,
@@ -187,7 +191,7 @@ func NewMetrics() *Metrics {
 	// is watched for leaks with them (bench/soak.sh).
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection,
-		m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.EvictionErrors, m.Blind, m.DryRun, m.BuildInfo)
+		m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.EvictionErrors, m.Blind, m.DryRun, m.BuildInfo, m.OutputDropped)
 	return m
 }
 
@@ -299,8 +303,9 @@ func Serve(addr string, m *Metrics, p Probes) (*Server, error) {
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", probe(p.Healthy))
 	mux.Handle("/readyz", probe(p.Ready))
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
-	go s.srv.Serve(ln)
+	lim := capConns(ln, maxConns)
+	s := &Server{srv: newHTTPServer(mux, lim), ln: lim}
+	go s.srv.Serve(s.ln)
 	return s, nil
 }
 
@@ -328,10 +333,14 @@ func (s *Server) Close() error {
 // Healthy returns a health check for a: unhealthy before the first
 // synchronize, when none ran for three intervals, or when the last
 // UnhealthyAfter synchronizes could not read the workloads or the stats (the
-// agent runs but is blind).
+// agent runs but is blind). An eviction holding the loop (its grace period,
+// its kill, the cleanup wait after it) counts as working, not stuck.
 func (a *Agent) Healthy() error {
 	if err := a.blindness(); err != nil {
 		return err
+	}
+	if a.busy(a.cfg.Clock.Now()) {
+		return nil // an eviction's grace period or its cleanup wait holds the loop
 	}
 	last := a.LastSync()
 	if last.IsZero() {

@@ -24,6 +24,8 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/evictd/evictd/internal/agent"
 )
 
 // The metrics endpoint a Prometheus outside the node scrapes
@@ -221,19 +223,14 @@ func (m *MetricsAuth) authorize(ctx context.Context, user authnv1.UserInfo, path
 	return e.allowed, e.reason, nil
 }
 
-// SecureServer serves a handler over TLS.
-type SecureServer struct {
-	srv *http.Server
-	ln  net.Listener
-}
-
 // ServeSecure serves h with TLS on addr: the certificate and key from the
 // files when given (certFile and keyFile both, or neither), otherwise a
 // self-signed certificate made at start for the address's host, as the
 // kubelet and kube-rbac-proxy do without one (Prometheus then scrapes with
 // insecure_skip_verify; the token, not the certificate, is what keeps others
 // out).
-func ServeSecure(addr string, h http.Handler, certFile, keyFile string) (*SecureServer, error) {
+// The server has the limits of the loopback one (agent.ServeTLS).
+func ServeSecure(addr string, h http.Handler, certFile, keyFile string) (*agent.Server, error) {
 	var cert tls.Certificate
 	var err error
 	switch {
@@ -253,24 +250,7 @@ func ServeSecure(addr string, h http.Handler, certFile, keyFile string) (*Secure
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}},
-	}
-	s := &SecureServer{srv: srv, ln: ln}
-	go srv.ServeTLS(ln, "", "")
-	return s, nil
-}
-
-// Addr is the address the server listens on.
-func (s *SecureServer) Addr() string { return s.ln.Addr().String() }
-
-// Close stops the server.
-func (s *SecureServer) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return s.srv.Shutdown(ctx)
+	return agent.ServeTLS(ln, h, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}), nil
 }
 
 // selfSignedValidity is a self-signed certificate's lifetime; it is made

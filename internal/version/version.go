@@ -6,12 +6,14 @@ package version
 import (
 	"runtime"
 	"runtime/debug"
+
+	"github.com/evictd/evictd/internal/policy"
 )
 
-// Kubelet is the kubelet release whose eviction decisions evictd reproduces;
-// docs/kubelet-parity.md lists the quirks that come with it and
-// docs/install.md the kubelet versions supported.
-const Kubelet = "v1.37.2"
+// Kubelet is the kubelet release whose eviction decisions evictd reproduces
+// (policy.KubeletVersion); docs/kubelet-parity.md lists the quirks that come
+// with it and docs/install.md the kubelet versions supported.
+const Kubelet = policy.KubeletVersion
 
 // stamped and revision are set at link time by `make build` and `make image`:
 //
