@@ -1,10 +1,32 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver test-node test-node-v2 node-up node-down bench demo lint-go docs-plots
+.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-ops test-node test-node-v2 node-up node-down bench demo lint-go docs-plots
+
+# The version stamped into evictd (evictd version, evictd_build_info), the
+# commit, and the commit's time: scripts/version.sh.
+VERSION_INFO := $(shell scripts/version.sh)
+VERSION ?= $(word 1,$(VERSION_INFO))
+REVISION ?= $(word 2,$(VERSION_INFO))
+LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
 
 build:
-	$(GO) build -o bin/evictd ./cmd/evictd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd ./cmd/evictd
+
+# The release image: evictd for linux/amd64 and linux/arm64 in one OCI index,
+# reproducible from the tree (.cache/image/evictd.tar; IMAGE names it), and
+# its push to your registry (docs/install.md):
+#   make image && make push IMAGE=registry.example.com/evictd:v0.1.0
+IMAGE ?= evictd:$(VERSION)
+image:
+	./scripts/image.sh build $(IMAGE)
+
+push:
+	./scripts/image.sh push $(IMAGE)
+
+# deploy/kubernetes/ rendered from the Helm chart deploy/helm/evictd.
+manifests:
+	./scripts/render-manifests.sh
 
 # The whole suite: everything CI runs. It installs what the tests need
 # (Debian packages, the VM kernel) on first use and caches it.
@@ -26,6 +48,11 @@ test-parity:
 # Kubernetes mode on a real kube-apiserver and etcd (loopback, no kubelet).
 test-apiserver:
 	./scripts/test.sh apiserver
+
+# The Helm chart (helm lint/template), the alert rules (promtool test rules),
+# the image's reproducibility.
+test-ops:
+	./scripts/test.sh ops
 
 # A real single-node Kubernetes v1.37.2 cluster: smoke tests, no-traffic and
 # leave-nothing checks (docs/testing.md).

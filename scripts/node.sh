@@ -89,16 +89,24 @@ deps() {
 
 bins() { scripts/node-bins.sh; }
 
-# The images, as OCI archives: pause, work (busybox + hog) and evictd built
-# from this tree. Static binaries, rebuilt from Go's cache in seconds.
+# The images, as OCI archives, made by tools/image (the project's one way
+# of making images): pause and work (busybox + hog) for this machine's
+# platform, and evictd as `make image` builds its release image (linux/amd64
+# and linux/arm64 in one index, version stamped from git; the node imports
+# its own platform). Static binaries, rebuilt from Go's cache in seconds;
+# images/bin/evictd is the amd64 binary in the image, for the tests that run
+# evictd on the host.
 build_images() {
-	local b=$images/bin
+	local b=$images/bin t
 	mkdir -p "$b"
-	CGO_ENABLED=0 go build -trimpath -o "$b/" ./test/node/cmd/pause ./test/node/cmd/hog ./test/node/cmd/mkimage ./cmd/evictd
-	"$b/mkimage" -o "$images/pause.tar" -name evictd.local/pause:node -entrypoint /pause -file "$b/pause:/pause"
-	"$b/mkimage" -o "$images/work.tar" -name evictd.local/work:node -entrypoint /hog \
-		-busybox "$cache/busybox/bin/busybox" -file "$b/hog:/hog"
-	"$b/mkimage" -o "$images/evictd.tar" -name evictd.local/evictd:node -entrypoint /evictd -file "$b/evictd:/evictd"
+	CGO_ENABLED=0 go build -trimpath -o "$b/" ./test/node/cmd/pause ./test/node/cmd/hog
+	t=$(scripts/image.sh tool)
+	"$t" build -o "$images/pause.tar" -name evictd.local/pause:node -entrypoint /pause -platform "linux/amd64=$b/pause" >/dev/null
+	"$t" build -o "$images/work.tar" -name evictd.local/work:node -entrypoint /hog -platform "linux/amd64=$b/hog" \
+		-busybox "linux/amd64=$cache/busybox/bin/busybox" >/dev/null
+	scripts/image.sh build evictd.local/evictd:node >&2
+	cp "$root/.cache/image/evictd.tar" "$images/evictd.tar"
+	cp "$root/.cache/image/bin/linux-amd64/evictd" "$b/evictd"
 }
 
 # ---- up ---------------------------------------------------------------------
@@ -813,12 +821,17 @@ tier() {
 	t0=$(date +%s)
 	deps
 	bins >/dev/null
+	scripts/tool-bins.sh helm >/dev/null
+	scripts/tool-bins.sh prometheus >/dev/null
 	build_images
 	t1=$(date +%s)
 	log "binaries and images ready in $((t1 - t0)) s"
 	local rc=0
 	lock
-	EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
+	# helm and Prometheus for the Helm install and the real Prometheus
+	# (test/node/ops_test.go), built from the module proxy and cached.
+	EVICTD_HELM=$(scripts/tool-bins.sh helm) EVICTD_PROMETHEUS=$(scripts/tool-bins.sh prometheus) \
+		EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
 	# The tests tear the node down themselves; this catches a killed run.
 	EVICTD_NODE_LOCKED=1 down_all
 	check || rc=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|node-v2|fuzz]
+# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|ops|node|node-v2|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -135,6 +135,13 @@ apiserver() {
 	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 -run 'RunKube|SelftestKube' ./cmd/evictd/
 }
 
+# The release and what operators run it with: the Helm chart (helm lint,
+# helm template), the alert rules (promtool), the image (scripts/test-ops.sh).
+ops() {
+	step "release and operations: the chart, the alert rules, the image"
+	scripts/test-ops.sh
+}
+
 node() {
 	step "a real single-node Kubernetes v1.37.2 cluster"
 	scripts/node.sh test
@@ -148,13 +155,14 @@ node_v2() {
 }
 
 case "$tier" in
-all) unit; vm; parity; apiserver; node; node_v2 ;;
+all) unit; vm; parity; apiserver; ops; node; node_v2 ;;
 unit) unit ;;
 fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
 apiserver) apiserver ;;
+ops) ops ;;
 node) node ;;
 node-v2) node_v2 ;;
-*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|node-v2|fuzz]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|apiserver|ops|node|node-v2|fuzz]" >&2; exit 2 ;;
 esac

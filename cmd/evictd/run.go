@@ -61,8 +61,8 @@ Each decision that acted or changed something is appended to the decision
 log as one JSON line (the data "evictd explain -o json" prints; the ranking
 only where a pod was evicted), with a heartbeat every 30 s while pressure
 stays; the file rotates at --decision-log-max-size, keeping
---decision-log-keep old ones. Prometheus metrics and /healthz are served on
-127.0.0.1:9847 by default. Logs: one line per action and per state change,
+--decision-log-keep old ones. Prometheus metrics, /healthz and
+/readyz are served on 127.0.0.1:9847 by default. Logs: one line per action and per state change,
 nothing per tick. Every output goes through a bounded queue: a slow disk or
 a stalled pipe costs records (evictd_output_dropped_total), never a
 decision, a kill or a stop. The decision log and the state file must be
@@ -124,7 +124,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the configuration (files, flags, cgroups) and exit")
 	stateFile := fs.String("state-file", "/var/lib/evictd/state.json", `engine state (grace-period timers, conditions), kept across restarts; "" to disable`)
 	decisionLog := fs.String("decision-log", "/var/log/evictd/decisions.jsonl", `JSON-lines decision log; "-" for standard output, "" to disable`)
-	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics and /healthz; "" to disable`)
+	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz (plain HTTP, loopback by default); "" to disable`)
 	memcg := fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off")
 	psi := fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off")
 	events := fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off")
@@ -197,6 +197,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
+	}
+	if *kf.secureMetrics != "" || *kf.tlsCert != "" || *kf.tlsKey != "" {
+		return fail("--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes: the endpoint authenticates its clients with the API server")
 	}
 	if *root == "" {
 		if !*dryRun && !*check {
@@ -279,7 +282,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if opts.Metrics != nil {
-		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h.Healthy)
+		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h)
 		if err != nil {
 			h.Wakeups.Close()
 			return fail("--metrics-addr %s: %v", *metricsAddr, err)

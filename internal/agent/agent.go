@@ -171,6 +171,7 @@ type Agent struct {
 	lastErr   string // the Decision's error last logged
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+	observed  atomic.Bool  // a synchronize listed the workloads and read the stats; read by /readyz
 	faults    faults
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
 	holdsFile *HoldsFile                  // nil without a state file or in a dry run
@@ -202,6 +203,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.Metrics != nil {
+		cfg.Metrics.configure(cfg.Engine.Thresholds())
+		cfg.Metrics.DryRun.Set(b2f(cfg.DryRun))
+	}
 	if cfg.StateFile != "" && !cfg.DryRun {
 		// Before anything else: a growth stop a crashed run left in force.
 		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
@@ -353,7 +358,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case w := <-wake:
 			trig = Trigger{Reason: "wake", Source: w.Source, At: w.At}
 			if a.cfg.Metrics != nil {
-				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
+				a.cfg.Metrics.woken(w.Source)
 			}
 		}
 	}
@@ -492,8 +497,13 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			}
 		}
 		a.logEviction(trig, *act, d)
-		if a.cfg.Metrics != nil && act.Error == "" && act.OOMKills == 0 && !a.cfg.DryRun {
-			a.cfg.Metrics.evicted(ev.Signal)
+		if a.cfg.Metrics != nil && !a.cfg.DryRun {
+			switch {
+			case act.Error != "":
+				a.cfg.Metrics.EvictionErrors.WithLabelValues(ev.Signal).Inc()
+			case act.OOMKills == 0: // the kernel's kill is not evictd's eviction
+				a.cfg.Metrics.evicted(ev.Signal)
+			}
 		}
 		rec.Actions = append(rec.Actions, *act)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -200,6 +201,14 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
 			n.posts.Close(0)
+			return nil, err
+		}
+	}
+	if o.Metrics != nil {
+		observed := o.Metrics.KubeletEvictionsObserved()
+		ke := &kubeletEvictions{ours: n.Evictor.Evicted, seen: func(*v1.Pod) { observed.Inc() }}
+		if err := ke.watch(pods.Informer()); err != nil {
+			wk.Close()
 			return nil, err
 		}
 	}

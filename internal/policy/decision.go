@@ -105,7 +105,8 @@ type Eviction struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Condition is the DisruptionTarget condition (threshold evictions only).
 	Condition *v1.PodCondition `json:"condition,omitempty"`
-	// Signal is the kubelet_evictions metric label: a signal name, or
+	// Signal is the kubelet's kubelet_evictions metric label (evictd's
+	// evictd_evictions_total has the same): a signal name, or
 	// emptydirfs.limit, ephemeralpodfs.limit, ephemeralcontainerfs.limit.
 	Signal string `json:"signal"`
 	// Limit is true for local-storage limit evictions.
