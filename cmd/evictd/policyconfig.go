@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"strings"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -48,3 +49,26 @@ type sourceError struct {
 
 func (e *sourceError) Error() string { return e.source + ": " + e.err.Error() }
 func (e *sourceError) Unwrap() error { return e.err }
+
+// profileFlag is --profile: the policy profile (policy.ParseProfile).
+type profileFlag struct{ p policy.Profile }
+
+func (f *profileFlag) String() string { return f.p.String() }
+
+func (f *profileFlag) Set(s string) error {
+	p, err := policy.ParseProfile(s)
+	if err != nil {
+		return err
+	}
+	f.p = p
+	return nil
+}
+
+// registerProfileFlag adds --profile to a command that runs the engine.
+func registerProfileFlag(fs *flag.FlagSet) *profileFlag {
+	f := &profileFlag{}
+	fs.Var(f, "profile", "policy profile: \"kubelet\" (the default: every decision the kubelet v1.37.2's), \"extended\" "+
+		"(every behaviour beyond the kubelet), or a comma-separated list of "+strings.Join(policy.ProfileBehaviours(), ", ")+
+		" (docs/profile.md)")
+	return f
+}

@@ -57,6 +57,7 @@ its reason. The x axis is the scenario's own steps (docs/plot.md).
 Example:
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml --plot out.svg
+  evictd simulate --scenario testdata/scenarios/profile-loop-breaker.yaml --profile extended
 `
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
@@ -66,6 +67,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "table", "output format: table or json")
 	verbose := fs.Bool("v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
 	plotPath := fs.String("plot", "", "also draw the timeline to this file (.svg or .png)")
+	profile := registerProfileFlag(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -93,7 +95,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	showDecisions := *verbose && *out == "json"
-	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != ""})
+	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != "", Profile: profile.p})
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd simulate: %s: %v\n", *path, err)
 		return exitError

@@ -72,6 +72,19 @@ type Reclaimer interface {
 	Reclaim(ctx context.Context, signal policy.Signal, funcs []string)
 }
 
+// MemoryReclaimer asks the kernel to reclaim memory before an eviction on a
+// memory signal (the profile's reclaim-first: memory.reclaim on cgroup v2).
+type MemoryReclaimer interface {
+	ReclaimMemory(ctx context.Context, req policy.MemoryReclaim) (string, error)
+}
+
+// HostMemorySource reads the node's /proc/meminfo figures (the profile's
+// memavailable; explain and the decision log show them beside the
+// kubelet's figure).
+type HostMemorySource interface {
+	HostMemory(ctx context.Context) (*policy.HostMemory, error)
+}
+
 // Waker delivers kernel wake-ups.
 type Waker interface {
 	C() <-chan notify.Wake
@@ -106,6 +119,11 @@ type Config struct {
 	Pods      PodSource
 	Evictor   Evictor
 	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
+	// MemoryReclaimer carries out the profile's memory reclaim (nil: none,
+	// so the eviction follows as in the kubelet).
+	MemoryReclaimer MemoryReclaimer
+	// Host reads /proc/meminfo for each synchronize (nil: not read).
+	Host      HostMemorySource
 	Waker     Waker            // nil: timer only
 	Updater   ThresholdUpdater // nil: no kernel thresholds
 	Clock     Clock            // nil: wall clock
@@ -141,6 +159,25 @@ type Agent struct {
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
 	faults    faults
+	// soft is the soft eviction whose kill runs in the background while
+	// the loop goes on (profile hard-preempts-soft); nil otherwise.
+	soft *softKill
+}
+
+// softKill is a soft eviction's kill running in the background.
+type softKill struct {
+	pod    *v1.Pod
+	act    Action
+	trig   Trigger
+	cancel context.CancelFunc
+	done   chan softKillResult
+	// escalated: a hard eviction of the same pod took over
+	escalated bool
+}
+
+type softKillResult struct {
+	res EvictResult
+	err error
 }
 
 // New checks cfg and returns an Agent.
@@ -205,6 +242,43 @@ type Action struct {
 	Reclaim []string         `json:"reclaim,omitempty"`
 	Message string           `json:"message,omitempty"`
 	Evict   *policy.Eviction `json:"-"`
+	// Profile hard-preempts-soft: Background is a soft eviction whose kill
+	// runs while the loop goes on (its result is logged when it ends);
+	// Escalated a hard eviction of the pod such a kill was waiting on;
+	// Deferred says why a soft eviction waits for the one in progress.
+	Background bool   `json:"background,omitempty"`
+	Escalated  bool   `json:"escalated,omitempty"`
+	Deferred   string `json:"deferred,omitempty"`
+}
+
+func (a *Agent) preemptsSoft() bool { return a.cfg.Engine.Config().Profile.HardPreemptsSoft }
+
+// hostMemory reads /proc/meminfo's figures when a source is wired; a
+// failed read is nil (the engine then uses the kubelet's figure and says so).
+func (a *Agent) hostMemory(ctx context.Context) *policy.HostMemory {
+	if a.cfg.Host == nil {
+		return nil
+	}
+	h, err := a.cfg.Host.HostMemory(ctx)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// reclaimMemory runs the profile's memory reclaim; it returns what was done
+// and the error text, for the record.
+func (a *Agent) reclaimMemory(ctx context.Context, req policy.MemoryReclaim) (msg, errText string) {
+	if a.cfg.MemoryReclaimer == nil {
+		return "", "no memory reclaimer on this node (memory.reclaim is cgroup v2 only): evicting"
+	}
+	msg, err := a.cfg.MemoryReclaimer.ReclaimMemory(ctx, req)
+	if err != nil {
+		errText = err.Error()
+	}
+	a.log.Info("memory reclaim before eviction", "signal", req.Signal, "needed", req.Bytes, "file", req.FileBytes,
+		"result", msg, "err", errText)
+	return msg, errText
 }
 
 // Run loops until ctx is done: a synchronize at start, then on every timer
@@ -217,6 +291,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wake = a.cfg.Waker.C()
 	}
 	trig := Trigger{Reason: "start", At: clk.Now()}
+	defer a.stopSoftKill()
 	for {
 		rec := a.Sync(ctx, trig)
 		if ctx.Err() != nil {
@@ -226,6 +301,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.waitForCleanup(ctx, evicted)
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 			continue
+		}
+		var softDone <-chan softKillResult
+		if a.soft != nil {
+			softDone = a.soft.done
 		}
 		// The timer runs at the interval, or sooner when a soft threshold's
 		// grace period runs out before it: the decision is the one the
@@ -247,13 +326,75 @@ func (a *Agent) Run(ctx context.Context) error {
 			if a.cfg.Metrics != nil {
 				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
 			}
+		case r := <-softDone:
+			// The background kill is over: wait for the pod to be gone
+			// and synchronize at once, as after any eviction.
+			if pod := a.softKillDone(r); pod != nil {
+				a.waitForCleanup(ctx, []policy.PodRef{*pod})
+			}
+			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 		}
 	}
+}
+
+// startSoftKill runs a soft eviction's kill in the background (profile
+// hard-preempts-soft): the loop goes on synchronizing meanwhile, so that a
+// hard threshold is acted on at once instead of after the soft eviction's
+// grace period (kubernetes#123872).
+func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, pod *v1.Pod, act Action, ev policy.Eviction) {
+	kctx, cancel := context.WithCancel(ctx)
+	sk := &softKill{pod: pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1)}
+	a.soft = sk
+	go func() {
+		res, err := a.cfg.Evictor.Evict(kctx, pod, act.Grace, ev)
+		sk.done <- softKillResult{res, err}
+	}()
+}
+
+// softKillDone records the end of the background kill: the one log line of
+// the eviction and its metric. It returns the pod to wait for, or nil when
+// the kill failed or was cancelled by a hard eviction of the same pod.
+func (a *Agent) softKillDone(r softKillResult) *policy.PodRef {
+	sk := a.soft
+	a.soft = nil
+	sk.cancel()
+	act := sk.act
+	if sk.escalated {
+		a.log.Info("background soft eviction ended: a hard eviction of the pod took over", "pod", act.Pod.Namespace+"/"+act.Pod.Name)
+		return nil
+	}
+	act.Result = &r.res
+	if r.err != nil {
+		act.Error = r.err.Error()
+	}
+	a.log.Info("background soft eviction ended", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "method", r.res.Method,
+		"gone", r.res.Gone, "took", r.res.Took, "err", act.Error)
+	if act.Error != "" || a.cfg.DryRun {
+		return nil
+	}
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.evicted(act.Signal)
+	}
+	return &act.Pod
+}
+
+// stopSoftKill cancels a background kill when the loop ends and waits for
+// it (the killer never leaves a kill half-done).
+func (a *Agent) stopSoftKill() {
+	if a.soft == nil {
+		return
+	}
+	a.soft.cancel()
+	<-a.soft.done
+	a.soft = nil
 }
 
 func evictedPods(r Record) []policy.PodRef {
 	var out []policy.PodRef
 	for _, act := range r.Actions {
+		if act.Background || act.Deferred != "" {
+			continue // not done yet: the loop goes on (profile hard-preempts-soft)
+		}
 		if act.Kind == "evict" && act.Error == "" && (act.Result == nil || !act.Result.DryRun) {
 			out = append(out, act.Pod)
 		}
@@ -316,12 +457,15 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if perr != nil {
 		pods = nil
 	}
+	host := a.hostMemory(ctx)
 	now := clk.Now()
-	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	d := eng.StepHost(now, policy.Input{Summary: summary, Pods: pods}, host)
 	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
 	if d.ReclaimPending {
 		act := Action{Kind: "reclaim", Signal: string(d.Signal), Reclaim: d.Reclaim}
-		if a.cfg.Reclaimer != nil {
+		if d.MemoryReclaim != nil {
+			act.Message, act.Error = a.reclaimMemory(ctx, *d.MemoryReclaim)
+		} else if a.cfg.Reclaimer != nil {
 			a.cfg.Reclaimer.Reclaim(ctx, d.Signal, d.Reclaim)
 		}
 		rec.Actions = append(rec.Actions, act)
@@ -329,7 +473,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		if err != nil {
 			fresh = nil
 		}
-		d = eng.Reclaimed(clk.Now(), fresh)
+		d = eng.ReclaimedHost(clk.Now(), fresh, a.hostMemory(ctx))
 		if d.ReclaimSufficient {
 			a.log.Info("node-level reclaim was enough; no eviction", "signal", d.Signal, "reclaim", d.Reclaim)
 		}
@@ -346,14 +490,37 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			// The engine never picks one; this guard keeps a future bug
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
+		} else if a.soft != nil && !ev.Immediate {
+			// Profile hard-preempts-soft: soft evictions still go one at a
+			// time; this one waits for the kill in the background.
+			act.Deferred = "the soft eviction of " + a.soft.act.Pod.Namespace + "/" + a.soft.act.Pod.Name +
+				" is still waiting out its grace period"
+			rec.Actions = append(rec.Actions, act)
+			continue
 		} else {
 			if a.cfg.BeforeEvict != nil {
 				a.cfg.BeforeEvict(trig, d, act)
+			}
+			if a.preemptsSoft() && !ev.Immediate && !a.cfg.DryRun {
+				act.Background = true
+				a.startSoftKill(ctx, trig, pod, act, ev)
+				a.logEviction(trig, act, d)
+				rec.Actions = append(rec.Actions, act)
+				continue
+			}
+			if a.soft != nil && a.soft.act.Pod == ev.Pod {
+				// A hard threshold picked the pod whose soft kill is still
+				// waiting: the kill is escalated to the hard grace period.
+				act.Escalated = true
 			}
 			res, err := a.cfg.Evictor.Evict(ctx, pod, act.Grace, ev)
 			act.Result = &res
 			if err != nil {
 				act.Error = err.Error()
+			}
+			if act.Escalated && err == nil {
+				a.soft.escalated = true
+				a.soft.cancel() // its wait is over; the pod is gone
 			}
 		}
 		a.logEviction(trig, act, d)
@@ -421,10 +588,14 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	}
 	attrs = append(attrs, "message", strings.TrimSpace(act.Message))
 	switch {
+	case act.Background:
+		a.log.Info("evicting: the soft eviction's kill runs in the background, hard thresholds are acted on meanwhile (profile hard-preempts-soft)", attrs...)
 	case act.Error != "":
 		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
+	case act.Escalated:
+		a.log.Info("evicted: a hard threshold escalated the soft eviction still in its grace period (profile hard-preempts-soft)", attrs...)
 	default:
 		a.log.Info("evicted", attrs...)
 	}
