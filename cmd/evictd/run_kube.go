@@ -73,6 +73,7 @@ type runShared struct {
 	wakeups                                                    agent.WakeupConfig
 	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
+	profile                                                    policy.Profile
 }
 
 // kubePolicyConfig reads the kubelet's configuration file leniently (a
@@ -151,6 +152,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	pcfg.Profile = sh.profile
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
@@ -182,8 +184,8 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		if disk == "" {
 			disk = "off"
 		}
-		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s\n",
-			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk)
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s, profile %s\n",
+			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk, pcfg.Profile)
 		for _, t := range n.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}

@@ -118,17 +118,17 @@ type Config struct {
 	Stats     StatsSource
 	Pods      PodSource
 	Evictor   Evictor
-	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
+	Reclaimer Reclaimer // nil: no node-level reclaim (it frees nothing)
 	// MemoryReclaimer carries out the profile's memory reclaim (nil: none,
 	// so the eviction follows as in the kubelet).
 	MemoryReclaimer MemoryReclaimer
 	// Host reads /proc/meminfo for each synchronize (nil: not read).
-	Host      HostMemorySource
-	Waker     Waker            // nil: timer only
-	Updater   ThresholdUpdater // nil: no kernel thresholds
-	Clock     Clock            // nil: wall clock
-	Interval  time.Duration    // 0: DefaultInterval
-	Log       *slog.Logger     // nil: slog.Default()
+	Host     HostMemorySource
+	Waker    Waker            // nil: timer only
+	Updater  ThresholdUpdater // nil: no kernel thresholds
+	Clock    Clock            // nil: wall clock
+	Interval time.Duration    // 0: DefaultInterval
+	Log      *slog.Logger     // nil: slog.Default()
 	// DecisionLog receives one record per synchronize that has anything to
 	// say (a threshold met, an eviction, a condition change, an error).
 	DecisionLog *DecisionLog
