@@ -50,11 +50,20 @@ With --live, the stats are this node's, read now the way "evictd stat
 Kubernetes, from --workload-root and its --workloads file, as "evictd run"
 sees them.
 
+The node's memory is shown two ways side by side: the kubelet's
+memory.available (capacity − the root cgroup's working set, which counts
+active page cache) and the kernel's MemAvailable from /proc/meminfo (--live
+reads it; --meminfo FILE gives a saved copy), with the free swap. --profile
+(default kubelet) explains the decision of a profile beyond the kubelet
+(docs/profile.md): memavailable decides on MemAvailable, swap-aware counts free
+swap and swap use, and so on.
+
 Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
   evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
   evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
+  evictd explain --summary s.json --pods p.json --meminfo meminfo.txt --profile memavailable
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
@@ -68,6 +77,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
 	live := registerLiveFlags(fs)
+	profile := registerProfileFlag(fs)
+	meminfoPath := fs.String("meminfo", "", "a copy of the node's /proc/meminfo (cat /proc/meminfo > file): its MemAvailable is shown beside the kubelet's memory.available and used by --profile memavailable (--live reads this node's)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -91,6 +102,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	cfg.Profile = profile.p
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "evictd explain: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", w)
 	}
@@ -112,18 +124,22 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	} else if summary, err = load.SummaryFile(*summaryPath); err != nil {
 		return fail("%v", err)
 	}
+	host, err := explainMeminfo(*meminfoPath, *live.live, *live.procRoot)
+	if err != nil {
+		return fail("%v", err)
+	}
 	eng, err := policy.NewEngine(cfg, policy.Filesystems{DedicatedImageFs: *imageFs, SplitContainerFs: *splitFs})
 	if err != nil {
 		return fail("%v", err)
 	}
 	now := scenario.Start
-	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	d := eng.StepHost(now, policy.Input{Summary: summary, Pods: pods}, host)
 	reclaim := d.Reclaim
 	if d.ReclaimPending {
-		d = eng.Reclaimed(now, summary)
+		d = eng.ReclaimedHost(now, summary, host)
 		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
 	}
-	rep := explainReport{Config: source, Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
+	rep := explainReport{Config: source, Profile: cfg.Profile.String(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes
@@ -140,7 +156,9 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 
 // explainReport is explain's JSON output.
 type explainReport struct {
-	Config      string             `json:"config"`
+	Config string `json:"config"`
+	// Profile is the policy profile ("kubelet": the kubelet's decisions).
+	Profile     string             `json:"profile"`
 	Filesystems policy.Filesystems `json:"filesystems"`
 	// Thresholds: every effective threshold with its state on this synchronize.
 	Thresholds []thresholdRow  `json:"thresholds"`
@@ -221,9 +239,13 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		layout = "dedicated imagefs"
 	}
 	fmt.Fprintf(w, "Config: %s; layout: %s\n", rep.Config, layout)
+	if rep.Profile != "" && rep.Profile != policy.ProfileKubelet {
+		fmt.Fprintf(w, "Profile: %s (beyond the kubelet: docs/profile.md)\n", rep.Profile)
+	}
 	if d.Error != "" {
 		fmt.Fprintf(w, "Error: %s\n", d.Error)
 	}
+	writeNodeMemory(w, d.NodeMemory)
 
 	fmt.Fprintln(w, "\nObservations")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

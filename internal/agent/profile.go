@@ -34,7 +34,17 @@ func (p ProcMeminfo) HostMemory(context.Context) (*policy.HostMemory, error) {
 	if p.Now != nil {
 		now = p.Now
 	}
-	return &policy.HostMemory{Time: now(), MemTotalBytes: mi.MemTotal, MemAvailableBytes: mi.MemAvailable}, nil
+	return HostMemoryOf(mi, root+"/meminfo", now())
+}
+
+// HostMemoryOf is the engine's view of a /proc/meminfo read from file at
+// time at. A file without MemAvailable (kernels before 3.14) is an error:
+// reading it as 0 would make every memory threshold met.
+func HostMemoryOf(mi host.Meminfo, file string, at time.Time) (*policy.HostMemory, error) {
+	if !mi.HasMemAvailable {
+		return nil, errors.New(file + " has no MemAvailable (kernel 3.14+)")
+	}
+	return &policy.HostMemory{Time: at, MemTotalBytes: mi.MemTotal, MemAvailableBytes: mi.MemAvailable}, nil
 }
 
 // CgroupMemoryReclaimer is the MemoryReclaimer of a live node: memory.reclaim
