@@ -13,13 +13,18 @@
 //	ignore-term        ignore SIGTERM from now on (forces the SIGKILL path)
 //	forkloop           keep starting child hogs that hold, forever
 //	free               release everything allocated so far
+//	cache /path 64Mi   write a 64 MiB file, sync it, and read it twice: 64 MiB
+//	                   of clean, active page cache charged to the hog's cgroup
+//	                   (reclaimable only on a filesystem with a device)
 //
 // Memory is anonymous mmap touched page by page, so it is charged at once
 // and is invisible to the Go garbage collector.
 package hog
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -59,7 +64,8 @@ var lifeline struct {
 
 // Step is one parsed script step.
 type Step struct {
-	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free
+	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, cache
+	Path  string // cache
 	Bytes int64
 	Rate  int64 // bytes per second (ramp)
 	Dur   time.Duration
@@ -77,7 +83,7 @@ func ParseScript(s string) ([]Step, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
 		}
-		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "cache": 2}
 		n, ok := want[st.Op]
 		if !ok {
 			return nil, bad("unknown step")
@@ -99,6 +105,15 @@ func ParseScript(s string) ([]Step, error) {
 				}
 				st.Rate = r.Value()
 			}
+		case "cache":
+			if !filepath.IsAbs(f[1]) {
+				return nil, bad("path %q is not absolute", f[1])
+			}
+			q, err := resource.ParseQuantity(f[2])
+			if err != nil || q.Value() <= 0 {
+				return nil, bad("size %q is not a positive quantity", f[2])
+			}
+			st.Path, st.Bytes = f[1], q.Value()
 		case "sleep":
 			d, err := time.ParseDuration(f[1])
 			if err != nil || d < 0 {
@@ -233,6 +248,10 @@ func run(script, cgroups string, life *os.File) error {
 				due := start.Add(time.Duration(float64(done) / float64(st.Rate) * float64(time.Second)))
 				time.Sleep(time.Until(due))
 			}
+		case "cache":
+			if err := cacheFile(st.Path, st.Bytes); err != nil {
+				return err
+			}
 		case "sleep":
 			time.Sleep(st.Dur)
 		case "hold":
@@ -264,6 +283,47 @@ func run(script, cgroups string, life *os.File) error {
 					continue
 				}
 				go c.Wait()
+			}
+		}
+	}
+	return nil
+}
+
+// cacheFile writes n bytes to path, syncs them (clean pages can be dropped
+// without writeback) and reads the file twice: the second access moves the
+// pages to the active file list, the part of the page cache the kubelet
+// counts in the working set (kubernetes#43916).
+func cacheFile(path string, n int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i) // not all zero: a filesystem may not store zero pages
+	}
+	for done := int64(0); done < n; {
+		m, err := f.Write(buf[:min(int64(len(buf)), n-done)])
+		if err != nil {
+			return fmt.Errorf("cache: writing %s: %w", path, err)
+		}
+		done += int64(m)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	for pass := 0; pass < 2; pass++ {
+		if _, err := f.Seek(0, 0); err != nil {
+			return err
+		}
+		for {
+			_, err := f.Read(buf)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("cache: reading %s: %w", path, err)
 			}
 		}
 	}
