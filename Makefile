@@ -3,8 +3,11 @@ GO ?= go
 
 .PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
 
+# bin/kubectl-evictd is the kubectl plugin: evictd under that name runs
+# "explain --cluster" (put bin/ on PATH: "kubectl evictd").
 build:
 	$(GO) build -o bin/evictd ./cmd/evictd
+	ln -sf evictd bin/kubectl-evictd
 
 # The whole suite: everything CI runs. It installs what the tests need
 # (Debian packages, the VM kernel) on first use and caches it.

@@ -44,6 +44,11 @@ When node-level reclaim (container/image GC) would run first, explain assumes
 it frees nothing and shows the eviction that follows; use "evictd simulate"
 with afterReclaim to model what GC frees.
 
+With --cluster, every node of the cluster (or those -l selects) is explained
+through the API server in one table: its nearest threshold, trend, first pod
+to go and evictd agent ("evictd explain --cluster --help"; also "kubectl
+evictd").
+
 With --live, the stats are this node's, read now the way "evictd stat
 --summary" reads them; the pods still come from --pods (kubectl get pods
 --field-selector spec.nodeName=NODE -o json) or, on a host without
@@ -60,6 +65,7 @@ swap and swap use, and so on.
 
 Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
+  evictd explain --cluster -l node-role.kubernetes.io/worker=
   evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
   evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
@@ -67,7 +73,11 @@ Example:
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
+	if clusterArg(args) {
+		return runExplainCluster("evictd explain", args, stdout, stderr) // explain_cluster.go
+	}
+	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]\n       evictd explain --cluster [flags] [NODE...]", explainHelp, stdout, stderr)
+	fs.Bool("cluster", false, "explain every node of the cluster through the API server (see evictd explain --cluster --help)")
 	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -502,39 +501,8 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map
 		d.Notes = append(d.Notes, "eviction thresholds have been met, but no pods are active to evict")
 		return
 	}
-	opt := rankOptions{swap: e.cfg.Profile.SwapAware}
-	if e.cfg.Profile.LoopBreaker && len(e.loops) > 0 {
-		opt.demoted = func(i int) bool {
-			c := metav1.GetControllerOfNoCopy(pods[i])
-			return c != nil && e.loops.looping(string(c.UID))
-		}
-	}
-	ranked := rankPodsWith(&e.rankBuf, pods, facts, stats, deciding.Signal, e.fs, opt)
-	kind, _, _ := rankFor(deciding.Signal, e.fs)
-	// one backing array for the candidates' quantities instead of 3 allocations each
-	qs := make([]resource.Quantity, 3*ranked.len())
-	d.Candidates = make([]Candidate, 0, ranked.len())
-	for r := 0; r < ranked.len(); r++ {
-		k := ranked.at(r)
-		c := Candidate{Rank: r + 1, Pod: refOf(k.pod), HasStats: k.found, Priority: k.priority, Critical: facts[ranked.order[r]].critical, Looping: k.demoted}
-		if k.swap >= 0 {
-			c.Swap = resource.NewQuantity(k.swap, resource.BinarySI)
-		}
-		switch kind {
-		case rankPID:
-			c.ProcessCount = k.procs
-			c.Usage = resource.NewQuantity(int64(k.procs), resource.DecimalSI)
-		default:
-			c.ExceedsRequest = k.exceeds
-			qs[3*r] = k.request
-			c.Request = &qs[3*r]
-			if k.found {
-				qs[3*r+1], qs[3*r+2] = k.usage, k.delta
-				c.Usage, c.UsageMinusRequest = &qs[3*r+1], &qs[3*r+2]
-			}
-		}
-		d.Candidates = append(d.Candidates, c)
-	}
+	ranked := e.rank(pods, facts, stats, deciding.Signal, &e.rankBuf)
+	d.Candidates = candidatesOf(ranked, facts, deciding.Signal, e.fs)
 	res := signalToResource[deciding.Signal]
 	for r := 0; r < ranked.len(); r++ {
 		pod := ranked.at(r).pod

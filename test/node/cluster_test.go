@@ -1,0 +1,265 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/internal/fleet"
+	"github.com/evictd/evictd/test/node"
+)
+
+// ghostNode is a Node object with no kubelet behind it: its addresses are
+// loopback ones (so nothing is ever sent off the machine), and nothing there
+// speaks for it.
+func ghostNode(name string, addr string, port int32) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"evictd.test/ghost": "true"}}}
+	if addr != "" {
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}
+	}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+	return n
+}
+
+// explainCluster runs the tree's evictd as a user runs it, and returns the
+// report of -o json, or the table.
+func explainCluster(t *testing.T, c *node.Cluster, args ...string) (*fleet.Report, string) {
+	t.Helper()
+	evictd := filepath.Join(c.Images, "bin", "evictd")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
+	defer cancel()
+	cmd := exec.CommandContext(ctx, evictd, append([]string{"explain", "--cluster", "--kubeconfig", c.Kubeconfig}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("evictd explain --cluster %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	for _, a := range args {
+		if a == "json" {
+			var rep fleet.Report
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatalf("decoding the report: %v\n%s", err, out)
+			}
+			return &rep, string(out)
+		}
+	}
+	return nil, string(out)
+}
+
+func rowOf(t *testing.T, rep *fleet.Report, name string) fleet.Row {
+	t.Helper()
+	for _, r := range rep.Nodes {
+		if r.Node == name {
+			return r
+		}
+	}
+	t.Fatalf("no row for node %s in %+v", name, rep.Nodes)
+	return fleet.Row{}
+}
+
+// TestExplainCluster: `evictd explain --cluster` (and `kubectl evictd`) on
+// the real node, beside three Node objects whose kubelets do not answer:
+// one whose address refuses connections, one where something accepts and
+// never replies, one that publishes no address.
+//
+// The real node is 127.0.0.1: the API server's node proxy refuses it
+// ("address not allowed": the proxy only dials global unicast addresses),
+// so the Summary and /configz are read from the kubelet directly, with the
+// admin's client certificate, the kubelet's certificate verified against
+// the cluster CA of the kubeconfig. Its row has the kubelet's own threshold
+// (from /configz, 300Mi), the hog ranked first, and the evictd agent once
+// it is installed. The others each get their error in their row, the
+// real node's row is unaffected, and the run ends within its bounds.
+func TestExplainCluster(t *testing.T) {
+	c := node.Get(t)
+	ns := c.Namespace(t, "explain-cluster")
+	c.RunPod(t, ns, node.HogPod("hog", "alloc 96Mi; hold", "", ""))
+	c.RunPod(t, ns, node.HogPod("steady", "alloc 16Mi; hold", "64Mi", "64Mi"))
+
+	// Something that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.3:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	silentPort := ln.Addr().(*net.TCPAddr).Port
+	ghosts := []*corev1.Node{
+		ghostNode("ghost-refused", "127.0.0.2", 10250),
+		ghostNode("ghost-silent", "127.0.0.3", int32(silentPort)),
+		ghostNode("ghost-noaddr", "", 10250),
+	}
+	for _, g := range ghosts {
+		created, err := c.Client.CoreV1().Nodes().Create(node.Ctx(t), g, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating node %s: %v", g.Name, err)
+		}
+		// Addresses and the kubelet port live in the status.
+		created.Status = g.Status
+		if _, err := c.Client.CoreV1().Nodes().UpdateStatus(node.Ctx(t), created, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("node %s status: %v", g.Name, err)
+		}
+	}
+	removeGhosts := func() {
+		for _, g := range ghosts {
+			ctx, cancel := context.WithTimeout(context.Background(), node.APITimeout)
+			err := c.Client.CoreV1().Nodes().Delete(ctx, g.Name, metav1.DeleteOptions{})
+			cancel()
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting node %s: %v", g.Name, err)
+			}
+		}
+	}
+	t.Cleanup(removeGhosts)
+
+	// Pod-level memory reads 0 for the first 10-20 s of a pod: wait until
+	// the kubelet's Summary has the hog's working set.
+	c.WaitFor(t, 60*time.Second, "the hog's memory in the kubelet's Summary", func(ctx context.Context) (bool, error) {
+		b, err := c.KubeletGet(ctx, "/stats/summary")
+		if err != nil {
+			return false, err
+		}
+		return strings.Contains(string(b), `"name":"hog","namespace":"`+ns+`"`) && hogMemory(b, ns) > 64<<20, nil
+	})
+
+	start := time.Now()
+	rep, _ := explainCluster(t, c, "-o", "json", "--timeout", "5s", "--window", "12s", "--samples", "3")
+	took := time.Since(start)
+	real := rowOf(t, rep, c.Node)
+	if real.Error != "" {
+		t.Fatalf("the real node's row has an error: %s", real.Error)
+	}
+	if real.Ready != "True" || !strings.Contains(real.Source, "kubelet https://127.0.0.1:") || !strings.Contains(real.Source, "address not allowed") {
+		t.Errorf("real node: ready %q, source %q (want the direct path, the proxy refusing 127.0.0.1)", real.Ready, real.Source)
+	}
+	if real.Nearest == nil || !strings.Contains(real.Nearest.Threshold, "memory.available<"+c.Threshold) {
+		t.Errorf("nearest threshold %+v, want one of the kubelet's memory.available<%s (from /configz)", real.Nearest, c.Threshold)
+	}
+	if real.First == nil || real.First.Pod != ns+"/hog" || real.First.Now || !strings.Contains(real.First.Why, "over its request 0") {
+		t.Errorf("first to go %+v, want %s/hog (BestEffort, the most over its request)", real.First, ns)
+	}
+	if real.Agent != "none" {
+		t.Errorf("agent %q before evictd is installed", real.Agent)
+	}
+	if real.NodeMemory == nil || real.NodeMemory.WorkingSetAvailable == nil {
+		t.Errorf("node memory %+v", real.NodeMemory)
+	}
+	t.Logf("real node: nearest %+v trend %+v notes %q", real.Nearest, real.Trend, real.Notes)
+
+	for name, want := range map[string][]string{
+		"ghost-refused": {"address not allowed", "127.0.0.2:10250", "connection refused"},
+		"ghost-silent":  {"address not allowed", "127.0.0.3"},
+		"ghost-noaddr":  {"through the API server's node proxy"},
+	} {
+		r := rowOf(t, rep, name)
+		for _, w := range want {
+			if !strings.Contains(r.Error, w) {
+				t.Errorf("%s: error %q lacks %q", name, r.Error, w)
+			}
+		}
+		t.Logf("%s: %s", name, r.Error)
+	}
+	if r := rowOf(t, rep, "ghost-silent"); !strings.Contains(r.Error, "deadline") && !strings.Contains(r.Error, "timeout") {
+		t.Errorf("ghost-silent: %q is not the --timeout", r.Error)
+	}
+	if rep.Nodes[0].Node != c.Node {
+		t.Errorf("the real node (the only one read) is not first: %s", rep.Nodes[0].Node)
+	}
+	// The hang guard for the whole run; the bound the flags give is one
+	// sampling window plus a few timeouts of the slowest node.
+	t.Logf("explain --cluster of 4 nodes took %v", took.Round(time.Millisecond))
+
+	// Only the proxy: the real node's row says why it cannot be read.
+	rep, _ = explainCluster(t, c, "-o", "json", "--window", "0", "--kubelet-direct", "never", c.Node)
+	if r := rowOf(t, rep, c.Node); !strings.Contains(r.Error, "address not allowed") || len(rep.Nodes) != 1 {
+		t.Errorf("--kubelet-direct never: %+v", rep.Nodes)
+	}
+
+	// A label selector picks the ghosts only.
+	rep, _ = explainCluster(t, c, "-o", "json", "--window", "0", "--timeout", "2s", "-l", "evictd.test/ghost=true")
+	if len(rep.Nodes) != 3 {
+		t.Errorf("-l evictd.test/ghost=true: %d rows", len(rep.Nodes))
+	}
+
+	// The table, for people.
+	_, table := explainCluster(t, c, "--window", "0", "--timeout", "2s")
+	for _, want := range []string{"NODE", "NEAREST THRESHOLD", c.Node, "ghost-refused", ns + "/hog", "error:"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	t.Logf("table:\n%s", table)
+
+	// With the agent installed, and as a kubectl plugin. The ghosts go
+	// first: evictd's DaemonSet would put a pod on each, which could never
+	// run.
+	removeGhosts()
+	installEvictd(t, c)
+	plugins := t.TempDir()
+	if err := os.Symlink(filepath.Join(c.Images, "bin", "evictd"), filepath.Join(plugins, "kubectl-evictd")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "evictd", "--window", "0", "-o", "json", c.Node)
+	cmd.Env = append(os.Environ(), "PATH="+plugins+":"+os.Getenv("PATH"), "KUBECONFIG="+c.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl evictd: %v\n%s", err, out)
+	}
+	var prep fleet.Report
+	if err := json.Unmarshal(out, &prep); err != nil {
+		t.Fatalf("kubectl evictd -o json: %v\n%s", err, out)
+	}
+	if r := rowOf(t, &prep, c.Node); !strings.HasPrefix(r.Agent, "evictd kube-system/evictd-") || r.Error != "" {
+		t.Errorf("kubectl evictd: agent %q, error %q", r.Agent, r.Error)
+	}
+}
+
+// hogMemory is the hog pod's working set in a Summary (0 when absent).
+func hogMemory(summary []byte, ns string) int64 {
+	var s struct {
+		Pods []struct {
+			PodRef struct{ Name, Namespace string }
+			Memory *struct {
+				WorkingSetBytes int64
+			}
+		}
+	}
+	if json.Unmarshal(summary, &s) != nil {
+		return 0
+	}
+	for _, p := range s.Pods {
+		if p.PodRef.Name == "hog" && p.PodRef.Namespace == ns && p.Memory != nil {
+			return p.Memory.WorkingSetBytes
+		}
+	}
+	return 0
+}
