@@ -682,20 +682,35 @@ func (k *kubeletReader) goDirect(ctx context.Context, path, why string) ([]byte,
 }
 
 // refused reports the API server's "address not allowed": the node proxy
-// never dials a kubelet address that is not a global unicast IP.
+// never dials a kubelet address that is not a global unicast IP. The proxy
+// answers 400 with that text as a plain body, which client-go keeps as the
+// cause of a generic error.
 func refused(err error) bool {
-	return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "address not allowed")
+	return apierrors.IsBadRequest(err) && strings.Contains(errText(err), "address not allowed")
 }
 
-// errText is an API error's message without client-go's wrapping.
+// errText is an API error's message, with the server's own text when
+// client-go could only say "the server rejected our request for an unknown
+// reason" (a body that is not a Status, as the node proxy's errors are).
 func errText(err error) string {
 	var se apierrors.APIStatus
-	if errors.As(err, &se) {
-		if m := se.Status().Message; m != "" {
-			return m
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	st := se.Status()
+	msg := st.Message
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Message != "" {
+				msg = strings.TrimSpace(c.Message)
+				break
+			}
 		}
 	}
-	return err.Error()
+	if msg == "" {
+		return err.Error()
+	}
+	return msg
 }
 
 func (k *kubeletReader) configz(ctx context.Context) (*kubeletconfigv1beta1.KubeletConfiguration, error) {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -47,6 +48,11 @@ func TestDecodeConfigz(t *testing.T) {
 func TestRefused(t *testing.T) {
 	if !refused(apierrors.NewBadRequest("address not allowed")) {
 		t.Error("the proxy's refusal is not recognised")
+	}
+	// What client-go makes of the proxy's plain-text 400.
+	generic := apierrors.NewGenericServerResponse(400, "GET", schema.GroupResource{Resource: "nodes"}, "n", "address not allowed\n", 0, true)
+	if !refused(generic) || errText(generic) != "address not allowed" {
+		t.Errorf("client-go's generic 400 %q (%q) is not recognised", generic, errText(generic))
 	}
 	for _, err := range []error{apierrors.NewBadRequest("invalid node request"), apierrors.NewServiceUnavailable("address not allowed"), errors.New("address not allowed")} {
 		if refused(err) {
