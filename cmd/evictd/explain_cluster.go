@@ -19,6 +19,7 @@ import (
 
 	"github.com/evictd/evictd/internal/fleet"
 	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/safetext"
 )
 
@@ -235,7 +236,11 @@ func writeClusterTable(w io.Writer, rep *fleet.Report) {
 			esc(first), esc(r.Agent))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nProfile %s; trend over %s. Why, and where each node was read:\n", rep.Profile, rep.Window)
+	trend := "trend over " + rep.Window
+	if rep.Window == "0s" {
+		trend = "one sample, no trend (--window)"
+	}
+	fmt.Fprintf(w, "\nProfile %s; %s. Why, and where each node was read:\n", rep.Profile, trend)
 	for _, r := range rep.Nodes {
 		fmt.Fprintf(w, "  %s:", esc(r.Node))
 		switch {
@@ -263,8 +268,7 @@ func rate(v float64, n *fleet.Nearest) string {
 	if n == nil {
 		return fmt.Sprintf("%.1f", v)
 	}
-	switch n.Signal {
-	case "pid.available", "nodefs.inodesFree", "imagefs.inodesFree", "containerfs.inodesFree":
+	if r, _ := policy.ResourceFor(policy.Signal(n.Signal)); r == policy.ResourceInodes || r == policy.ResourcePIDs {
 		return fmt.Sprintf("%+.1f", v)
 	}
 	const mi = 1 << 20

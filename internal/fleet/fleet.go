@@ -148,6 +148,9 @@ type Row struct {
 	Nearest *Nearest `json:"nearest,omitempty"`
 	// Trend of the nearest threshold's signal over the window.
 	Trend *Trend `json:"trend,omitempty"`
+	// Thresholds are the thresholds in force (the kubelet's, from its
+	// /configz, with the containerfs thresholds it derives).
+	Thresholds []string `json:"thresholds,omitempty"`
 	// Met lists the thresholds met now (grace periods ignored).
 	Met []string `json:"met,omitempty"`
 	// First is the pod that would go first, and why.
@@ -401,6 +404,11 @@ func (o Options) inspect(ctx context.Context, n *v1.Node) Row {
 	}
 	last := samples[len(samples)-1].s
 	row.NodeMemory = d.NodeMemory
+	for _, th := range eng.Thresholds() {
+		if th.Operator != "" {
+			row.Thresholds = append(row.Thresholds, th.String())
+		}
+	}
 	for _, m := range d.Met {
 		row.Met = append(row.Met, m.Threshold.String())
 	}
@@ -475,7 +483,7 @@ func nearest(resolved []policy.ResolvedThreshold) *Nearest {
 		bestRel = rel
 		best = &Nearest{Threshold: r.Threshold.String(), Signal: string(r.Threshold.Signal), Hard: r.Threshold.Hard(),
 			Quantity: r.Quantity.String(), Available: r.Observation.Available.String(),
-			Margin: quantityLike(margin, &r.Quantity), MarginPercent: round1(100 * rel), Met: margin < 0, margin: margin}
+			Margin: quantityLike(margin, r.Threshold.Signal), MarginPercent: round1(100 * rel), Met: margin < 0, margin: margin}
 	}
 	return best
 }
@@ -578,9 +586,30 @@ func qs(q *resource.Quantity) string {
 	return q.String()
 }
 
-// quantityLike formats v in like's format (bytes as Mi/Gi, counts plain).
-func quantityLike(v int64, like *resource.Quantity) string {
-	return resource.NewQuantity(v, like.Format).String()
+// quantityLike formats v for people: a byte count with a binary suffix and
+// one decimal (46.6Gi, 300Mi), inodes and PIDs as plain numbers. like is the
+// threshold's quantity: its signal's unit decides.
+func quantityLike(v int64, signal policy.Signal) string {
+	if r, _ := policy.ResourceFor(signal); r == policy.ResourceInodes || r == policy.ResourcePIDs {
+		return strconv.FormatInt(v, 10)
+	}
+	a := v
+	if a < 0 {
+		a = -a
+	}
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"Ti", 40}, {"Gi", 30}, {"Mi", 20}, {"Ki", 10}} {
+		if a >= 1<<u.shift {
+			f := float64(v) / float64(int64(1)<<u.shift)
+			if f == float64(int64(f)) {
+				return strconv.FormatInt(int64(f), 10) + u.suffix
+			}
+			return strconv.FormatFloat(f, 'f', 1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+sign(f)*0.5)) / 10 }
@@ -659,10 +688,11 @@ func (k *kubeletReader) get(ctx context.Context, path string) ([]byte, error) {
 	if k.o.Direct == DirectAlways {
 		return k.goDirect(cctx, path, "--kubelet-direct always")
 	}
-	b, err := k.o.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).Do(cctx).Raw()
+	b, err := k.o.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).MaxRetries(0).Do(cctx).Raw()
 	if err == nil {
 		return b, nil
 	}
+	err = proxyError(err, b)
 	if refused(err) {
 		if k.o.Direct == DirectAuto {
 			return k.goDirect(cctx, path, "the API server's node proxy refuses its address: "+errText(err))
@@ -681,10 +711,20 @@ func (k *kubeletReader) goDirect(ctx context.Context, path, why string) ([]byte,
 	return d.get(ctx, path)
 }
 
+// proxyError is the API server's own error for a failed proxy call. The
+// server answers with a JSON Status, which client-go (negotiating protobuf)
+// does not decode: it says "the server rejected our request for an unknown
+// reason" and leaves the Status in the body.
+func proxyError(err error, body []byte) error {
+	var st metav1.Status
+	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+		return &apierrors.StatusError{ErrStatus: st}
+	}
+	return err
+}
+
 // refused reports the API server's "address not allowed": the node proxy
-// never dials a kubelet address that is not a global unicast IP. The proxy
-// answers 400 with that text as a plain body, which client-go keeps as the
-// cause of a generic error.
+// never dials a kubelet address that is not a global unicast IP (a 400).
 func refused(err error) bool {
 	return apierrors.IsBadRequest(err) && strings.Contains(errText(err), "address not allowed")
 }
@@ -701,8 +741,8 @@ func errText(err error) string {
 	msg := st.Message
 	if st.Details != nil {
 		for _, c := range st.Details.Causes {
-			if c.Message != "" {
-				msg = strings.TrimSpace(c.Message)
+			if m := strings.TrimSpace(c.Message); m != "" && m != "unknown" {
+				msg = m
 				break
 			}
 		}

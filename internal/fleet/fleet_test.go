@@ -49,10 +49,19 @@ func TestRefused(t *testing.T) {
 	if !refused(apierrors.NewBadRequest("address not allowed")) {
 		t.Error("the proxy's refusal is not recognised")
 	}
-	// What client-go makes of the proxy's plain-text 400.
-	generic := apierrors.NewGenericServerResponse(400, "GET", schema.GroupResource{Resource: "nodes"}, "n", "address not allowed\n", 0, true)
-	if !refused(generic) || errText(generic) != "address not allowed" {
-		t.Errorf("client-go's generic 400 %q (%q) is not recognised", generic, errText(generic))
+	// What client-go makes of the proxy's 400 (seen on the node tier: it
+	// negotiates protobuf and does not decode the JSON Status), with the
+	// Status left in the body.
+	generic := apierrors.NewGenericServerResponse(400, "GET", schema.GroupResource{Resource: "nodes"}, "n", "unknown", 0, true)
+	body := []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"address not allowed","reason":"BadRequest","code":400}`)
+	if refused(generic) {
+		t.Error("a generic 400 taken for the refusal")
+	}
+	if err := proxyError(generic, body); !refused(err) || errText(err) != "address not allowed" {
+		t.Errorf("the proxy's Status in the body is not recognised: %v (%q)", err, errText(err))
+	}
+	if err := proxyError(generic, []byte("plain")); err != generic {
+		t.Errorf("a body that is no Status replaced the error: %v", err)
 	}
 	for _, err := range []error{apierrors.NewBadRequest("invalid node request"), apierrors.NewServiceUnavailable("address not allowed"), errors.New("address not allowed")} {
 		if refused(err) {
