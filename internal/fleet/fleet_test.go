@@ -173,3 +173,18 @@ func TestSortRows(t *testing.T) {
 		t.Fatalf("order %s", s)
 	}
 }
+
+// A /configz body is whatever the node answers: it never panics the decoder
+// or the engine's configuration.
+func FuzzDecodeConfigz(f *testing.F) {
+	f.Add([]byte(configz))
+	f.Add([]byte(`{"kubeletconfig":{"evictionHard":{"memory.available":"-1"}}}`))
+	f.Add([]byte(`{"kubeletconfig":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		kc, err := decodeConfigz(b)
+		if err != nil {
+			return
+		}
+		_, _ = policy.ConfigFromKubelet(kc)
+	})
+}

@@ -205,3 +205,21 @@ func TestNodeMemoryFigures(t *testing.T) {
 		t.Errorf("memavailable without meminfo: %v, notes %q", d.Observations[0].Available.String(), d.Notes)
 	}
 }
+
+// ParseProfile takes a flag's text: no input panics, and whatever it
+// accepts prints back as a profile it accepts again, to the same value.
+func FuzzParseProfile(f *testing.F) {
+	for _, s := range []string{"", "kubelet", "extended", "swap-aware,memavailable", " loop-breaker ", ",", "kubelet,extended"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseProfile(s)
+		if err != nil {
+			return
+		}
+		q, err := ParseProfile(p.String())
+		if err != nil || q != p {
+			t.Fatalf("%q → %s → %+v, %v", s, p, q, err)
+		}
+	})
+}
