@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/safetext"
@@ -149,7 +151,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		d = eng.ReclaimedHost(now, summary, host)
 		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
 	}
-	rep := explainReport{Config: source, Profile: cfg.Profile.String(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d}
+	rep := explainReport{Config: source, Profile: cfg.Profile.String(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d,
+		GrowthStops: growthStopPlans(d, live.cgroupVersion())}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes
@@ -173,6 +176,41 @@ type explainReport struct {
 	// Thresholds: every effective threshold with its state on this synchronize.
 	Thresholds []thresholdRow  `json:"thresholds"`
 	Decision   policy.Decision `json:"decision"`
+	// GrowthStops: what evictd run does to each victim before evicting it
+	// (the kubelet does nothing of the kind).
+	GrowthStops []growthStopPlan `json:"growthStops,omitempty"`
+}
+
+// growthStopPlan is the growth stop evictd puts on an eviction's victim the
+// moment it decides (agent.Holder): the mechanism per cgroup version, or
+// this node's when explain reads the live node.
+type growthStopPlan struct {
+	Pod       policy.PodRef `json:"pod"`
+	Resource  string        `json:"resource"`
+	Mechanism string        `json:"mechanism,omitempty"` // this node's (--live)
+	CgroupV1  string        `json:"cgroupV1,omitempty"`
+	CgroupV2  string        `json:"cgroupV2,omitempty"`
+}
+
+func growthStopPlans(d policy.Decision, version int) []growthStopPlan {
+	var out []growthStopPlan
+	for _, ev := range d.Evictions {
+		r, ok := agent.GrowthStopResource(ev)
+		if !ok {
+			continue
+		}
+		p := growthStopPlan{Pod: ev.Pod, Resource: r.String()}
+		switch version {
+		case 1:
+			p.Mechanism = actuate.Mechanism(actuate.V1, r)
+		case 2:
+			p.Mechanism = actuate.Mechanism(actuate.V2, r)
+		default:
+			p.CgroupV1, p.CgroupV2 = actuate.Mechanism(actuate.V1, r), actuate.Mechanism(actuate.V2, r)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 type thresholdRow struct {
@@ -374,6 +412,17 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		fmt.Fprintf(w, "  message: %s\n", wrap(safetext.Escape(strings.TrimSpace(ev.Message)), 88, "           "))
 		if ev.Condition != nil {
 			fmt.Fprintf(w, "  condition: %s=%s reason %s\n", ev.Condition.Type, ev.Condition.Status, ev.Condition.Reason)
+		}
+		for _, g := range rep.GrowthStops {
+			if g.Pod != ev.Pod {
+				continue
+			}
+			how := g.Mechanism
+			if how == "" {
+				how = g.CgroupV2 + " on cgroup v2,\n" + strings.Repeat(" ", 13) + g.CgroupV1 + " on v1"
+			}
+			fmt.Fprintf(w, "  evictd run: first stops its %s growth (before SIGTERM and any API call),\n", g.Resource)
+			fmt.Fprintf(w, "             with %s\n", how)
 		}
 	}
 	for _, p := range d.SkippedCritical {

@@ -27,7 +27,12 @@ type liveFlags struct {
 	podsCgroup, root, file *string
 	kubeletRoot, podLogs   *string
 	procRoot               *string
+	version                int // the cgroup version read (0: not live)
 }
+
+// cgroupVersion is the memory controller's cgroup version of the node read
+// with --live, 0 without it.
+func (l *liveFlags) cgroupVersion() int { return l.version }
 
 func registerLiveFlags(fs *flag.FlagSet) *liveFlags {
 	return &liveFlags{
@@ -81,6 +86,7 @@ func (l *liveFlags) read(given []*v1.Pod) (*statsapi.Summary, []*v1.Pod, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	_, l.version = c.MemoryRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), liveSummaryTimeout)
 	defer cancel()
 	s, err := c.Summary(ctx)

@@ -60,6 +60,9 @@ func TestExplain(t *testing.T) {
 		"memory.available<2Gi", "1500Mi", "Node conditions: MemoryPressure",
 		"1  default/above", "Evicted: default/above, grace period 1s",
 		"Threshold quantity: 2Gi, available: 1500Mi. Container above was using 700Mi, request is 100Mi",
+		// What evictd adds before the kubelet's eviction (offline: both
+		// cgroup versions).
+		"evictd run: first stops its memory growth (before SIGTERM and any API call), with memory.high on cgroup v2, memory.limit_in_bytes+oom_kill_disable on v1",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -85,6 +88,10 @@ func TestExplain(t *testing.T) {
 			}
 			NodeConditions []string
 		}
+		GrowthStops []struct {
+			Pod                          struct{ Name string }
+			Resource, CgroupV1, CgroupV2 string
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("json output: %v\n%s", err, out)
@@ -92,6 +99,10 @@ func TestExplain(t *testing.T) {
 	ev := rep.Decision.Evictions
 	if len(ev) != 1 || ev[0].Pod.Name != "above" || ev[0].GracePeriodSeconds != 1 || ev[0].Condition == nil || ev[0].Condition.Type != "DisruptionTarget" {
 		t.Errorf("json decision: %+v", rep.Decision)
+	}
+	if g := rep.GrowthStops; len(g) != 1 || g[0].Pod.Name != "above" || g[0].Resource != "memory" ||
+		g[0].CgroupV2 != "memory.high" || g[0].CgroupV1 != "memory.limit_in_bytes+oom_kill_disable" {
+		t.Errorf("json growth stops: %+v", g)
 	}
 
 	// The kubelet's flags work without a config file and win over it.

@@ -2,40 +2,13 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/evictd/evictd/internal/chart"
-	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/scenario"
 	"github.com/evictd/evictd/internal/timeline"
 )
-
-// scenarioTimeline is what `simulate --plot` draws: the steps' decisions (res
-// from a Verbose run) against every threshold the configuration defines.
-func scenarioTimeline(s *scenario.Scenario, res *scenario.Result) (*timeline.Timeline, []float64, error) {
-	cfg, err := policy.ConfigFromKubelet(s.KubeletConfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	eng, err := policy.NewEngine(cfg, s.Filesystems)
-	if err != nil {
-		return nil, nil, err
-	}
-	var b timeline.Builder
-	b.Known(eng.Thresholds())
-	steps := make([]float64, 0, len(s.Steps))
-	for i, st := range res.Steps {
-		if st.Decision == nil {
-			return nil, nil, fmt.Errorf("step %d has no decision (internal: run the scenario with Verbose)", i)
-		}
-		at := scenario.Start.Add(s.Steps[i].At)
-		b.Add(timeline.SampleOf(at, st.Decision))
-		steps = append(steps, s.Steps[i].At.Seconds())
-	}
-	return b.Build(), steps, nil
-}
 
 // writePlot draws the scenario's timeline to path (.svg or .png). The file
 // is written whole or not at all.
@@ -44,7 +17,7 @@ func writePlot(path string, s *scenario.Scenario, res *scenario.Result) error {
 	if err != nil {
 		return err
 	}
-	tl, steps, err := scenarioTimeline(s, res)
+	tl, steps, err := timeline.OfScenario(s, res)
 	if err != nil {
 		return err
 	}

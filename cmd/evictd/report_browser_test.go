@@ -81,12 +81,13 @@ func TestBrowserNamespaceHasOnlyLoopback(t *testing.T) {
 
 // checkPageInBrowser opens the report page in the real browser: the DOM has
 // the chart (an SVG with the markers' labels) and one table row per
-// eviction; the screenshot shows the chart (its eviction markers and the
+// eviction, and in the page's real layout no pod name wraps; the screenshot
+// shows the chart as wide as the page (its eviction markers and the
 // observed line in their colors) and, below it, the table's text.
 func checkPageInBrowser(t *testing.T, page string, evictions int, pods []string) {
 	t.Helper()
 	url := "file://" + page
-	dom := string(chromium(t, "--dump-dom", url))
+	dom := string(chromium(t, "--window-size=1280,2200", "--dump-dom", url))
 	chartAt := strings.Index(dom, `<div id="chart">`)
 	svgAt := strings.Index(dom, "<svg")
 	tableAt := strings.Index(dom, `<table id="evictions"`)
@@ -104,6 +105,7 @@ func checkPageInBrowser(t *testing.T, page string, evictions int, pods []string)
 			t.Errorf("pod %s has no marker label in the chart", p)
 		}
 	}
+	checkNoPodWraps(t, page)
 
 	shot := filepath.Join(t.TempDir(), "shot.png")
 	chromium(t, "--window-size=1280,2200", "--hide-scrollbars", "--screenshot="+shot, url)
@@ -121,6 +123,11 @@ func checkPageInBrowser(t *testing.T, page string, evictions int, pods []string)
 	if markers.n < 20*evictions || line.n < 100 {
 		t.Fatalf("the chart is not on the screenshot: %d marker pixels, %d pixels of the observed line", markers.n, line.n)
 	}
+	// As wide as the page: the observed line spans most of it (the
+	// legend's column takes the rest).
+	if w := img.Bounds().Dx(); line.r.Dx() < w*55/100 {
+		t.Errorf("the observed line spans %d of the page's %d pixels: the chart does not fill the page's width", line.r.Dx(), w)
+	}
 	// The table is below the chart: text (dark pixels) under the markers.
 	dark := 0
 	b := img.Bounds()
@@ -136,6 +143,50 @@ func checkPageInBrowser(t *testing.T, page string, evictions int, pods []string)
 		t.Errorf("only %d dark pixels below the chart: the table is not rendered", dark)
 	}
 	t.Logf("screenshot: %d marker pixels in %v, %d observed-line pixels, %d dark pixels below the chart", markers.n, markers.r, line.n, dark)
+}
+
+// wrapProbe, added to a copy of the page, measures in the browser's layout
+// how many lines each pod name in the tables takes (the name: the start of
+// the cell's first text, before " (critical)") and puts the names that
+// take more than one in the title.
+const wrapProbe = `<script>
+const wrapped = [];
+for (const td of document.querySelectorAll("#evictions tr.eviction > td:nth-child(3), table.rank td:nth-child(2)")) {
+  const node = document.createTreeWalker(td, NodeFilter.SHOW_TEXT).nextNode();
+  if (!node) continue;
+  const name = td.textContent.split(" (")[0];
+  const r = document.createRange();
+  r.setStart(node, 0);
+  r.setEnd(node, Math.min(name.length, node.length));
+  const tops = new Set([...r.getClientRects()].map(x => Math.round(x.top)));
+  if (tops.size > 1) wrapped.push(name);
+}
+document.title = "pod-names-measured:" + document.querySelectorAll("#evictions tr.eviction").length + " wrapped:" + JSON.stringify(wrapped);
+</script>`
+
+// checkNoPodWraps opens a copy of the page with wrapProbe in a 1280-pixel
+// window and reads what it measured: a pod name broken across lines reads
+// as two names.
+func checkNoPodWraps(t *testing.T, page string) {
+	t.Helper()
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(t.TempDir(), "probe.html")
+	if err := os.WriteFile(probe, []byte(strings.Replace(string(html), "</body>", wrapProbe+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(chromium(t, "--window-size=1280,2200", "--dump-dom", "file://"+probe))
+	i := strings.Index(dom, "<title>pod-names-measured:")
+	if i < 0 {
+		t.Fatal("the probe did not run in the browser")
+	}
+	title := dom[i+len("<title>") : i+strings.Index(dom[i:], "</title>")]
+	if !strings.HasSuffix(title, "wrapped:[]") {
+		t.Errorf("pod names wrap in the browser: %s", title)
+	}
+	t.Logf("layout probe: %s", title)
 }
 
 type box struct {

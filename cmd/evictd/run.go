@@ -63,6 +63,13 @@ one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
 and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
 action and per state change, nothing per tick.
 
+When a hard memory or PID threshold picks a victim, its growth is stopped
+before anything else is done (--stop-growth): memory.high at its usage on
+cgroup v2, the OOM killer off and memory.limit_in_bytes just above the usage
+on v1, pids.max at its task count. The eviction then goes on exactly as the
+kubelet's: SIGTERM, the grace period, the kill; the stop is undone if the
+eviction is abandoned, once the workload is gone, and when evictd stops.
+
 --dry-run logs exactly what would be killed and changes nothing (the state
 file is not written). --check validates the configuration, the output paths
 and the metrics address, and exits.
@@ -134,6 +141,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
+	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
@@ -177,7 +185,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p,
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -227,7 +235,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 
 	opts := hostmode.Options{
 		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
-		Hooks: hooks, Log: log,
+		Hooks: hooks, Log: log, NoGrowthStop: !*stopGrowth,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
 		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
 	}

@@ -68,7 +68,7 @@ func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
 // runShared are the run flags both modes use.
 type runShared struct {
 	configPath, stateFile, decisionLog, metricsAddr, logFormat string
-	dryRun, check                                              bool
+	dryRun, check, noGrowthStop                                bool
 	interval                                                   time.Duration
 	wakeups                                                    agent.WakeupConfig
 	switches                                                   agent.WakeupSwitches
@@ -166,7 +166,8 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
-		Switches: sh.switches,
+		NoGrowthStop: sh.noGrowthStop,
+		Switches:     sh.switches,
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile

@@ -46,13 +46,16 @@ with grace period and message. -o json prints
 "gracePeriodSeconds","message"}],"nodeReclaim"}]}; -v adds every decision.
 
 --plot FILE also draws the timeline, SVG or PNG by the file's extension: one
-panel per signal that has a threshold (the observed available amount against
-each threshold's quantity in the kubelet's units — Mi, Gi, inodes, PIDs, or %
-when every threshold of the signal is a percentage; soft thresholds dashed,
-their grace periods shaded; legends name thresholds as the config does, e.g.
-memory.available<100Mi, nodefs.available<10% (soft, 1m30s)), the node
-conditions as bands, and each eviction as a marker labelled with the pod and
-its reason. The x axis is the scenario's own steps (docs/plot.md).
+panel per signal that has a threshold (the observed available amount as
+steps, each value held until the next step, against each threshold's
+quantity; the y axis named with its unit: bytes in Ki/Mi/Gi, counts, or % of
+capacity when every threshold of the signal is a percentage; soft thresholds
+dashed, their grace periods shaded; legends name thresholds as the config
+writes them, e.g. pid.available<1000, nodefs.available<10% (soft, 90s)), the
+node conditions as bands, and each eviction as a marker labelled with the
+pod and its reason — or numbered, with the labels in the legend, where they
+do not fit beside it. The x axis is the scenario's own steps; a one-step
+scenario is drawn across the width (docs/plot.md).
 
 Example:
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml

@@ -13,13 +13,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	"github.com/evictd/evictd/internal/host"
 )
 
 // Mode is the cgroup mode of the workload cgroups.
@@ -73,6 +74,16 @@ type Killer struct {
 	Log                     *slog.Logger  // nil: slog.Default()
 	// Self is the pid that must never be killed (0: os.Getpid()).
 	Self int
+	// PidsRoot maps a v1 memory cgroup to its pids controller cgroup (same
+	// path relative to the roots), for a PID hold; "" on v2 and where the
+	// v1 pids controller is not mounted.
+	PidsRoot string
+
+	selfOnce   sync.Once
+	selfCgroup string // evictd's memory cgroup, which Hold refuses
+
+	holdsMu sync.Mutex
+	holds   map[string]int // workload cgroup → holds in force (Hold)
 }
 
 // NewKiller returns a Killer for the workloads whose memory cgroups are
@@ -83,8 +94,13 @@ func NewKiller(h cgroup.Hierarchy, memRoot string, v2 bool, log *slog.Logger) *K
 	k := &Killer{Mode: V1, MemoryRoot: memRoot, Log: log}
 	if v2 {
 		k.Mode = V2
-	} else if r, _, ok := h.Controller("freezer"); ok {
-		k.FreezerRoot = r
+	} else {
+		if r, _, ok := h.Controller("freezer"); ok {
+			k.FreezerRoot = r
+		}
+		if r, _, ok := h.Controller("pids"); ok {
+			k.PidsRoot = r
+		}
 	}
 	return k
 }
@@ -158,6 +174,12 @@ func (k *Killer) hardKillMethod(t Target) string {
 		}
 		return "SIGKILL"
 	}
+	if k.Held(t.Cgroup) {
+		// The hold keeps the workload from forking (a fork charges its task
+		// and stack to the cgroup at its limit, or pids.max refuses it), and
+		// its threads sleeping at the limit could not be frozen anyway.
+		return "SIGKILL (held)"
+	}
 	if k.FreezerRoot != "" {
 		if _, err := os.Stat(k.FreezerRoot); err == nil {
 			return "freezer+SIGKILL"
@@ -171,10 +193,15 @@ func (k *Killer) hardKill(t Target) error {
 	case "cgroup.kill":
 		// The kernel kills the whole subtree and any process forked
 		// while it does so.
-		if err := os.WriteFile(filepath.Join(t.Cgroup, "cgroup.kill"), []byte("1"), 0); err != nil {
+		if err := cgroup.WriteCgroupKill(t.Cgroup); err != nil {
 			return fmt.Errorf("write cgroup.kill: %w", err)
 		}
-		return nil
+		// Then SIGKILL to each process still listed, as a process: Linux
+		// 6.1's cgroup.kill signals a thread group's leader thread alone,
+		// which never delivers it when the leader has exited while other
+		// threads go on (TestKillLeaderExited; the signal sat pending on
+		// the zombie leader).
+		return killLoop(t.Cgroup)
 	case "freezer+SIGKILL":
 		return k.freezeKill(t)
 	default:
@@ -182,9 +209,18 @@ func (k *Killer) hardKill(t Target) error {
 	}
 }
 
-// freezeKill is the v1 kill with no fork race: move every process of the
-// memory cgroup into the freezer cgroup at the same relative path (a child
-// forked meanwhile is caught by the next pass; a child of a process already
+// Timing of the v1 freezer kill.
+const (
+	// moveTimeout bounds moving a workload's threads into the freezer
+	// cgroup. A fork loop is outrun within a few passes; past the bound the
+	// kill goes on with what was moved (the SIGKILL loop after it catches
+	// the rest), so the kill never fails for want of a frozen cgroup.
+	moveTimeout = time.Second
+)
+
+// freezeKill is the v1 kill with no fork race: move every thread of the
+// memory cgroup into the freezer cgroup at the same relative path (a thread
+// created meanwhile is caught by the next pass; a child of a thread already
 // moved is born inside), freeze it so nothing can fork, SIGKILL everything,
 // then thaw so the signals are delivered.
 func (k *Killer) freezeKill(t Target) error {
@@ -196,42 +232,27 @@ func (k *Killer) freezeKill(t Target) error {
 	if rel == "." {
 		return fmt.Errorf("refusing to freeze the freezer root for %s", t.Cgroup)
 	}
-	created, err := mkdirAllTrack(fz)
+	created, err := cgroup.MkdirAll(fz)
 	if err != nil {
 		return fmt.Errorf("create freezer cgroup: %w", err)
 	}
 	defer func() {
-		for i := len(created) - 1; i >= 0; i-- {
-			rmdirWait(created[i])
+		if err := cgroup.RemoveAll(created, DefaultGoneTimeout); err != nil {
+			k.log().Warn("the freezer cgroup made for a kill is left behind", "cgroup", fz, "err", err)
 		}
 	}()
-	state := filepath.Join(fz, "freezer.state")
-	defer os.WriteFile(state, []byte("THAWED"), 0)
-	for pass := 0; ; pass++ {
-		pids, err := ProcsRecursive(t.Cgroup)
-		if err != nil {
-			return err
+	defer func() {
+		if err := cgroupv1.WriteFreezerState(fz, cgroupv1.Thawed); err != nil && !cgroup.IsVanished(err) {
+			k.log().Warn("cannot thaw the freezer cgroup after a kill", "cgroup", fz, "err", err)
 		}
-		in, err := procSet(fz)
-		if err != nil {
-			return err
-		}
-		moved := 0
-		for _, p := range pids {
-			if !in[p] {
-				// ESRCH: it exited meanwhile, which is what we want.
-				os.WriteFile(filepath.Join(fz, "cgroup.procs"), []byte(strconv.Itoa(p)), 0)
-				moved++
-			}
-		}
-		if moved == 0 {
-			break
-		}
-		if pass > 1000 {
-			return fmt.Errorf("processes of %s kept escaping the freezer", t.Cgroup)
-		}
+	}()
+	if left, err := moveThreads(t.Cgroup, fz, time.Now().Add(moveTimeout)); err != nil {
+		return err
+	} else if len(left) > 0 {
+		k.log().Warn("some threads could not be moved into the freezer before the kill; killing them outside it",
+			"cgroup", t.Cgroup, "tids", left, "waited", moveTimeout)
 	}
-	if err := os.WriteFile(state, []byte("FROZEN"), 0); err != nil {
+	if err := cgroupv1.WriteFreezerState(fz, cgroupv1.Frozen); err != nil {
 		return fmt.Errorf("freeze %s: %w", fz, err)
 	}
 	deadline := time.Now().Add(freezeTimeout)
@@ -258,6 +279,59 @@ func (k *Killer) freezeKill(t Target) error {
 	// Anything still in the memory cgroup (nothing, unless it was
 	// outside the freezer) gets SIGKILL too.
 	return killLoop(t.Cgroup)
+}
+
+// moveThreads moves every thread of src's subtree into the v1 cgroup dst
+// through the tasks files, pass after pass until a pass finds nothing to
+// move or the deadline passes; it returns the threads it could not move.
+//
+// Threads, not cgroup.procs: a thread group is listed in cgroup.procs of
+// the memory cgroup while any of its threads is there, and a task that has
+// begun to exit stays listed until its memory is freed (hundreds of
+// milliseconds for gigabytes), yet the kernel never moves it
+// (cgroup_migrate_add_task skips PF_EXITING), so a check by cgroup.procs
+// saw it escape forever. An exiting thread can no longer fork: it is left
+// where it is and the SIGKILL loop waits for it.
+func moveThreads(src, dst string, deadline time.Time) ([]int, error) {
+	tried := map[int]bool{}
+	exiting := map[int]bool{}
+	for {
+		tids, err := cgroup.ReadTasksRecursive(src)
+		if err != nil {
+			return nil, err
+		}
+		in, err := cgroup.ReadTasks(dst)
+		if err != nil {
+			return nil, err
+		}
+		inDst := make(map[int]bool, len(in))
+		for _, tid := range in {
+			inDst[tid] = true
+		}
+		var left []int
+		for _, tid := range tids {
+			if inDst[tid] || exiting[tid] {
+				continue
+			}
+			if tried[tid] {
+				// Written once and still outside: exiting, or gone.
+				if st, err := host.ReadProcStat("/proc", tid); err != nil || st.Exiting() {
+					exiting[tid] = true
+					continue
+				}
+			}
+			tried[tid] = true
+			// ESRCH: it exited meanwhile, which is what we want.
+			cgroup.WriteTasks(dst, tid)
+			left = append(left, tid)
+		}
+		if len(left) == 0 {
+			return nil, nil
+		}
+		if time.Now().After(deadline) {
+			return left, nil
+		}
+	}
 }
 
 // killLoop sends SIGKILL to every process of dir until none is left or a
@@ -303,48 +377,4 @@ func (k *Killer) waitEmpty(ctx context.Context, dir string, d time.Duration) boo
 // kill path treats as gone).
 func ProcsRecursive(dir string) ([]int, error) {
 	return cgroup.ReadCgroupProcsRecursive(dir)
-}
-
-func procSet(dir string) (map[int]bool, error) {
-	pids, err := ProcsRecursive(dir)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[int]bool, len(pids))
-	for _, p := range pids {
-		m[p] = true
-	}
-	return m, nil
-}
-
-// mkdirAllTrack is MkdirAll that returns the directories it created.
-func mkdirAllTrack(dir string) ([]string, error) {
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-		if d == filepath.Dir(d) {
-			break
-		}
-	}
-	var created []string
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return created, err
-		}
-		created = append(created, missing[i])
-	}
-	return created, nil
-}
-
-func rmdirWait(d string) {
-	for i := 0; i < 100; i++ {
-		err := syscall.Rmdir(d)
-		if err == nil || errors.Is(err, syscall.ENOENT) || !errors.Is(err, syscall.EBUSY) {
-			return
-		}
-		time.Sleep(pollEvery)
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -121,6 +123,85 @@ func TestKillForkLoop(t *testing.T) {
 			t.Fatalf("freezer cgroup %s left behind: %v", c.Freezer, err)
 		}
 	}
+}
+
+// A workload whose thread-group leader has exited while its other threads
+// go on (after pthread_exit in main, or for a moment while a multi-threaded
+// process exits) is killed: the kernel moves its live threads into the v1
+// freezer cgroup and lists the group there. On v2, Linux 6.1's cgroup.kill
+// alone left it running: it signals the exited leader thread only.
+func TestKillLeaderExited(t *testing.T) {
+	mode := sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("zombie-leader")
+	joined := c
+	if mode == sandbox.V1 {
+		// As in host mode: the killer makes the freezer cgroup itself.
+		if err := os.Remove(c.Freezer); err != nil {
+			t.Fatal(err)
+		}
+		joined.Freezer = ""
+	}
+	h := sandboxtest.StartHog(t, "ignore-term; threads 2; alloc 16Mi; leader-exit; hold", joined)
+	waitProcs(t, c.Memory, 1)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := host.ReadProcStat("/proc", h.Pid)
+		if err == nil && st.State == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog's leader never exited: %+v %v", st, err)
+		}
+	}
+	res, err := killer(s).Kill(context.Background(), Target{Name: "zombie-leader", Cgroup: c.Memory}, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Gone {
+		t.Fatalf("workload with an exited leader survived the kill: %+v", res)
+	}
+	<-h.Done
+}
+
+// The v1 hard kill of a workload that is already exiting, and slowly: a
+// process freeing gigabytes (the kernel OOM killer's victim, or one that
+// obeyed SIGTERM just as the grace period ran out) stays listed in its
+// memory cgroup's cgroup.procs until its memory is freed, and the kernel
+// does not move an exiting task into another cgroup (cgroup_migrate_add_task
+// skips PF_EXITING). The kill used to count it as escaping the freezer on
+// every pass and failed after 1,000 passes ("processes of … kept escaping
+// the freezer", seen against a two-thread allocator at its memory limit);
+// 4 GiB take about 250 ms to free here, 1,000 passes about 50 ms.
+func TestKillWhileExiting(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	sandboxtest.NeedMode(t, sandbox.V1)
+	s := sandboxtest.New(t, 0)
+	c, _ := s.Child("exiting")
+	joined := c
+	if err := os.Remove(c.Freezer); err != nil {
+		t.Fatal(err)
+	}
+	joined.Freezer = ""
+	const size = 3 << 30
+	h := sandboxtest.StartHog(t, "threads 2; alloc 3Gi; hold", joined)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		u, err := cgroupv1.ReadMemoryUsageInBytes(c.Memory)
+		if err == nil && u >= size {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog never reached %d bytes: %d %v", size, u, err)
+		}
+	}
+	syscall.Kill(h.Pid, syscall.SIGKILL) // it starts its long exit
+	res, err := killer(s).Kill(context.Background(), Target{Name: "exiting", Cgroup: c.Memory}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Gone {
+		t.Fatalf("exiting workload not gone after the kill: %+v", res)
+	}
+	<-h.Done
 }
 
 func TestKillDryRunChangesNothing(t *testing.T) {

@@ -25,8 +25,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -65,6 +67,22 @@ type EvictResult struct {
 	DryRun bool          `json:"dryRun,omitempty"`
 	Took   time.Duration `json:"tookNs"`
 }
+
+// Holder stops an eviction's victim from growing the moment the engine
+// chooses it, before the eviction starts (before the API call, before
+// SIGTERM): a limit the kernel enforces on the pod's cgroup at its current
+// usage (actuate.Killer.Hold). The agent releases the hold when the
+// eviction is abandoned (the evictor left the pod untouched, ErrUntouched),
+// once the pod is gone, and when it stops.
+type Holder interface {
+	Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error)
+}
+
+// ErrUntouched is wrapped by an Evictor's error when it did nothing to the
+// pod (the API refused the eviction with a 4xx other than a PDB's, a
+// workload could not be listed): the eviction is abandoned, and the
+// victim's hold is released so that the pod runs on as it was.
+var ErrUntouched = errors.New("the pod was left as it was")
 
 // Reclaimer runs node-level reclaim for a signal (the kubelet's container
 // and image GC; in host mode, configured hook commands).
@@ -114,10 +132,16 @@ func RealClock() Clock { return realClock{} }
 
 // Config wires an Agent.
 type Config struct {
-	Engine    *policy.Engine
-	Stats     StatsSource
-	Pods      PodSource
-	Evictor   Evictor
+	Engine  *policy.Engine
+	Stats   StatsSource
+	Pods    PodSource
+	Evictor Evictor
+	// Holder stops a hard eviction's victim from growing at once (nil:
+	// the victim grows on until the evictor's kill, as with the kubelet).
+	Holder Holder
+	// OOM reads the kernel OOM killer's counters (nil: kernel OOM kills go
+	// unreported).
+	OOM       OOMCounter
 	Reclaimer Reclaimer // nil: no node-level reclaim (it frees nothing)
 	// MemoryReclaimer carries out the profile's memory reclaim (nil: none,
 	// so the eviction follows as in the kubelet).
@@ -159,6 +183,9 @@ type Agent struct {
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
 	faults    faults
+	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
+	holdsFile *HoldsFile                  // nil without a state file or in a dry run
+	oom       oomWatch
 	// soft is the soft eviction whose kill runs in the background while
 	// the loop goes on (profile hard-preempts-soft); nil otherwise.
 	soft *softKill
@@ -195,6 +222,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.StateFile != "" && !cfg.DryRun {
+		// Before anything else: a growth stop a crashed run left in force.
+		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
+	}
 	if cfg.StateFile != "" {
 		st, warn := LoadState(cfg.StateFile)
 		switch {
@@ -233,15 +264,23 @@ type Record struct {
 
 // Action is one thing the agent did for a Decision.
 type Action struct {
-	Kind    string           `json:"kind"` // "evict", "reclaim"
-	Pod     policy.PodRef    `json:"pod,omitempty"`
-	Signal  string           `json:"signal,omitempty"`
-	Grace   time.Duration    `json:"graceNs,omitempty"`
-	Result  *EvictResult     `json:"result,omitempty"`
-	Error   string           `json:"error,omitempty"`
-	Reclaim []string         `json:"reclaim,omitempty"`
-	Message string           `json:"message,omitempty"`
-	Evict   *policy.Eviction `json:"-"`
+	Kind   string        `json:"kind"` // "evict", "reclaim"
+	Pod    policy.PodRef `json:"pod,omitempty"`
+	Signal string        `json:"signal,omitempty"`
+	Grace  time.Duration `json:"graceNs,omitempty"`
+	// Stop is how the victim's growth was stopped before the eviction
+	// (hard memory and PID thresholds, with a Holder).
+	Stop    *GrowthStop  `json:"growthStop,omitempty"`
+	Result  *EvictResult `json:"result,omitempty"`
+	Error   string       `json:"error,omitempty"`
+	Reclaim []string     `json:"reclaim,omitempty"`
+	// OOMKills: for a "kernel-oom-kill" action, the processes the kernel
+	// OOM killer killed; for an eviction, those of the victim it killed
+	// while evictd was evicting it (then the kernel, not evictd, ended it).
+	OOMKills uint64           `json:"oomKills,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Evict    *policy.Eviction `json:"-"`
+	pod      *v1.Pod          // the victim, found in the pod source
 	// Profile hard-preempts-soft: Background is a soft eviction whose kill
 	// runs while the loop goes on (its result is logged when it ends);
 	// Escalated a hard eviction of the pod such a kill was waiting on;
@@ -281,6 +320,24 @@ func (a *Agent) reclaimMemory(ctx context.Context, req policy.MemoryReclaim) (ms
 	return msg, errText
 }
 
+// GrowthStop is a victim's hold as the decision log records it.
+type GrowthStop struct {
+	Mechanism string `json:"mechanism,omitempty"` // actuate.MechMemoryHigh, MechMemoryLimit, MechPidsMax
+	Cgroup    string `json:"cgroup,omitempty"`    // the cgroup the limit was written to
+	Usage     uint64 `json:"usage,omitempty"`     // bytes or tasks when it was stopped
+	Limit     uint64 `json:"limit,omitempty"`     // bytes or tasks written
+	// At is when the limit was in force; AfterTrigger how long after the
+	// synchronize's trigger (the kernel wake-up, for a crossing it saw);
+	// Took how long the reads and writes took.
+	At           time.Time     `json:"at"`
+	AfterTrigger time.Duration `json:"afterTriggerNs"`
+	Took         time.Duration `json:"tookNs"`
+	DryRun       bool          `json:"dryRun,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	// Released says why the hold was undone within this synchronize.
+	Released string `json:"released,omitempty"`
+}
+
 // Run loops until ctx is done: a synchronize at start, then on every timer
 // tick, every wake-up and when a grace period runs out; after an eviction it waits (bounded) for the pod
 // to be gone and synchronizes again at once, as the kubelet does.
@@ -291,6 +348,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		wake = a.cfg.Waker.C()
 	}
 	trig := Trigger{Reason: "start", At: clk.Now()}
+	// A hold is never left behind by an agent that has stopped: the
+	// victim would stay at its limit with nothing to end it.
+	defer func() {
+		a.releaseHolds(nil)
+		if a.holdsFile != nil {
+			a.holdsFile.Close()
+		}
+	}()
 	defer a.stopSoftKill()
 	for {
 		rec := a.Sync(ctx, trig)
@@ -341,19 +406,19 @@ func (a *Agent) Run(ctx context.Context) error {
 // hard-preempts-soft): the loop goes on synchronizing meanwhile, so that a
 // hard threshold is acted on at once instead of after the soft eviction's
 // grace period (kubernetes#123872).
-func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, pod *v1.Pod, act Action, ev policy.Eviction) {
+func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, act Action, ev policy.Eviction) {
 	kctx, cancel := context.WithCancel(ctx)
-	sk := &softKill{pod: pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1)}
+	sk := &softKill{pod: act.pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1)}
 	a.soft = sk
 	go func() {
-		res, err := a.cfg.Evictor.Evict(kctx, pod, act.Grace, ev)
+		res, err := a.cfg.Evictor.Evict(kctx, sk.pod, act.Grace, ev)
 		sk.done <- softKillResult{res, err}
 	}()
 }
 
 // softKillDone records the end of the background kill: the one log line of
-// the eviction and its metric. It returns the pod to wait for, or nil when
-// the kill failed or was cancelled by a hard eviction of the same pod.
+// its end and its metric. It returns the pod to wait for, or nil when the
+// kill failed or a hard eviction of the same pod took over.
 func (a *Agent) softKillDone(r softKillResult) *policy.PodRef {
 	sk := a.soft
 	a.soft = nil
@@ -456,6 +521,8 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	}
 	if perr != nil {
 		pods = nil
+	} else {
+		a.releaseHolds(pods)
 	}
 	host := a.hostMemory(ctx)
 	now := clk.Now()
@@ -479,33 +546,46 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		}
 	}
 	rec.TriggerToDecision = clk.Now().Sub(trig.At)
-	a.logStateChanges(d) // before the kills, so the log reads in order
-	for i := range d.Evictions {
-		ev := d.Evictions[i]
-		pod := findPod(pods, ev.Pod)
-		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message}
-		if pod == nil {
+	// Every victim is found and its growth stopped first, before anything
+	// else is done for the decision: a fast allocator crosses the
+	// remaining headroom in tens of milliseconds.
+	acts := make([]Action, len(d.Evictions))
+	for i, ev := range d.Evictions {
+		act := Action{Kind: "evict", Pod: ev.Pod, Signal: ev.Signal, Grace: time.Duration(ev.GracePeriodSeconds) * time.Second, Message: ev.Message, Evict: &d.Evictions[i]}
+		act.pod = findPod(pods, ev.Pod)
+		switch {
+		case act.pod == nil:
 			act.Error = "pod not in the pod source any more"
-		} else if policy.IsCriticalPod(pod) {
+		case policy.IsCriticalPod(act.pod):
 			// The engine never picks one; this guard keeps a future bug
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
-		} else if a.soft != nil && !ev.Immediate {
+		default:
+			act.Stop = a.hold(trig, act.pod, ev)
+		}
+		acts[i] = act
+	}
+	a.logStateChanges(d) // before the kills, so the log reads in order
+	for i := range acts {
+		act := &acts[i]
+		ev := d.Evictions[i]
+		if act.Error == "" && a.soft != nil && !ev.Immediate {
 			// Profile hard-preempts-soft: soft evictions still go one at a
 			// time; this one waits for the kill in the background.
 			act.Deferred = "the soft eviction of " + a.soft.act.Pod.Namespace + "/" + a.soft.act.Pod.Name +
 				" is still waiting out its grace period"
-			rec.Actions = append(rec.Actions, act)
+			rec.Actions = append(rec.Actions, *act)
 			continue
-		} else {
+		}
+		if act.Error == "" {
 			if a.cfg.BeforeEvict != nil {
-				a.cfg.BeforeEvict(trig, d, act)
+				a.cfg.BeforeEvict(trig, d, *act)
 			}
 			if a.preemptsSoft() && !ev.Immediate && !a.cfg.DryRun {
 				act.Background = true
-				a.startSoftKill(ctx, trig, pod, act, ev)
-				a.logEviction(trig, act, d)
-				rec.Actions = append(rec.Actions, act)
+				a.startSoftKill(ctx, trig, *act, ev)
+				a.logEviction(trig, *act, d)
+				rec.Actions = append(rec.Actions, *act)
 				continue
 			}
 			if a.soft != nil && a.soft.act.Pod == ev.Pod {
@@ -513,21 +593,25 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 				// waiting: the kill is escalated to the hard grace period.
 				act.Escalated = true
 			}
-			res, err := a.cfg.Evictor.Evict(ctx, pod, act.Grace, ev)
+			res, err := a.cfg.Evictor.Evict(ctx, act.pod, act.Grace, ev)
 			act.Result = &res
+			a.watchOOM(&rec, act)
 			if err != nil {
 				act.Error = err.Error()
+				if errors.Is(err, ErrUntouched) {
+					a.release(act.pod.UID, act.Stop, "the eviction was abandoned")
+				}
 			}
 			if act.Escalated && err == nil {
 				a.soft.escalated = true
 				a.soft.cancel() // its wait is over; the pod is gone
 			}
 		}
-		a.logEviction(trig, act, d)
-		if a.cfg.Metrics != nil && act.Error == "" && !a.cfg.DryRun {
+		a.logEviction(trig, *act, d)
+		if a.cfg.Metrics != nil && act.Error == "" && act.OOMKills == 0 && !a.cfg.DryRun {
 			a.cfg.Metrics.evicted(ev.Signal)
 		}
-		rec.Actions = append(rec.Actions, act)
+		rec.Actions = append(rec.Actions, *act)
 	}
 	// The kernel thresholds are moved after the evictions, not before them
 	// as the kubelet does: registering a memcg v1 threshold waits for an RCU
@@ -541,6 +625,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if summary != nil && a.cfg.Updater != nil {
 		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}
+	a.watchOOM(&rec, nil)
 	rec.Decision = d
 	a.syncs++
 	a.lastSync.Store(clk.Now().UnixNano())
@@ -558,6 +643,117 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	}
 	a.noteObserve(now, perr, serr)
 	return rec
+}
+
+// GrowthStopResource is what an eviction's growth stop holds: memory and
+// PIDs, for the evictions the kubelet makes at once (a hard threshold's). A
+// soft threshold's victim keeps the grace period the kubelet gives it, and
+// disk has no limit that would not fail the workload's writes.
+func GrowthStopResource(ev policy.Eviction) (actuate.Resource, bool) {
+	if !ev.Immediate || ev.Limit {
+		return 0, false
+	}
+	switch policy.Signal(ev.Signal) {
+	case policy.SignalMemoryAvailable, policy.SignalAllocatableMemoryAvailable:
+		return actuate.Memory, true
+	case policy.SignalPIDAvailable:
+		return actuate.PIDs, true
+	}
+	return 0, false
+}
+
+// hold stops the victim's growth, or says why it could not; nil when the
+// eviction has nothing to hold. A victim still held from an earlier
+// attempt keeps its hold.
+func (a *Agent) hold(trig Trigger, pod *v1.Pod, ev policy.Eviction) *GrowthStop {
+	r, ok := GrowthStopResource(ev)
+	if !ok || a.cfg.Holder == nil {
+		return nil
+	}
+	if h := a.holds[pod.UID]; h != nil {
+		return growthStop(h, a.cfg.Clock.Now(), trig)
+	}
+	h, err := a.cfg.Holder.Hold(pod, r)
+	now := a.cfg.Clock.Now()
+	if err != nil {
+		gs := &GrowthStop{At: now, AfterTrigger: now.Sub(trig.At), Error: err.Error()}
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.growthStop("", "failed", 0)
+		}
+		return gs
+	}
+	gs := growthStop(h, now, trig)
+	if !h.DryRun {
+		if a.holds == nil {
+			a.holds = map[types.UID]*actuate.Hold{}
+		}
+		a.holds[pod.UID] = h
+		a.saveHolds()
+	}
+	if a.cfg.Metrics != nil {
+		outcome := "stopped"
+		if h.DryRun {
+			outcome = "dry-run"
+		}
+		a.cfg.Metrics.growthStop(h.Mechanism, outcome, gs.AfterTrigger)
+	}
+	return gs
+}
+
+func growthStop(h *actuate.Hold, now time.Time, trig Trigger) *GrowthStop {
+	return &GrowthStop{Mechanism: h.Mechanism, Cgroup: h.Dir, Usage: h.Usage, Limit: h.Limit,
+		At: now, AfterTrigger: now.Sub(trig.At), Took: h.Took, DryRun: h.DryRun}
+}
+
+// release undoes the hold on uid, noting why in gs.
+func (a *Agent) release(uid types.UID, gs *GrowthStop, why string) {
+	h := a.holds[uid]
+	if h == nil {
+		return
+	}
+	delete(a.holds, uid)
+	if err := h.Release(); err != nil {
+		a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
+	}
+	a.saveHolds()
+	if gs != nil {
+		gs.Released = why
+	}
+}
+
+// saveHolds hands the stops in force to the holds file's writer.
+func (a *Agent) saveHolds() {
+	if a.holdsFile == nil {
+		return
+	}
+	recs := make([]actuate.HoldRecord, 0, len(a.holds))
+	for _, h := range a.holds {
+		if r := h.Record(); len(r.Writes) > 0 {
+			recs = append(recs, r)
+		}
+	}
+	a.holdsFile.Set(recs)
+}
+
+// releaseHolds undoes the holds of the victims that active (the pods just
+// listed) no longer holds: they are gone, so a workload cgroup that stays
+// (host mode) gets its limits back for whatever runs in it next. With
+// active nil it releases every hold (the agent is stopping).
+func (a *Agent) releaseHolds(active []*v1.Pod) {
+	released := false
+	for uid, h := range a.holds {
+		if active != nil && slices.ContainsFunc(active, func(p *v1.Pod) bool { return p.UID == uid }) {
+			continue
+		}
+		delete(a.holds, uid)
+		if err := h.Release(); err != nil {
+			a.log.Warn("cannot undo a growth stop", "workload", h.Target.Name, "err", err)
+		}
+		released = true
+	}
+	if released {
+		a.saveHolds()
+	}
 }
 
 func interesting(r Record) bool {
@@ -583,6 +779,16 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	if d.Deciding != nil && d.Deciding.Quantity != nil && d.Deciding.Available != nil {
 		attrs = append(attrs, "threshold", d.Deciding.Threshold.String(), "available", d.Deciding.Available.String())
 	}
+	if gs := act.Stop; gs != nil {
+		if gs.Error != "" {
+			attrs = append(attrs, "growth_stop_failed", gs.Error)
+		} else {
+			attrs = append(attrs, "growth_stopped", gs.Mechanism, "stop_limit", gs.Limit, "stop_after_trigger", gs.AfterTrigger)
+		}
+		if gs.Released != "" {
+			attrs = append(attrs, "stop_released", gs.Released)
+		}
+	}
 	if act.Result != nil {
 		attrs = append(attrs, "method", act.Result.Method, "gone", act.Result.Gone, "took", act.Result.Took)
 	}
@@ -592,6 +798,9 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 		a.log.Info("evicting: the soft eviction's kill runs in the background, hard thresholds are acted on meanwhile (profile hard-preempts-soft)", attrs...)
 	case act.Error != "":
 		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
+	case act.OOMKills > 0:
+		a.log.Warn("the kernel OOM killer killed processes of the workload while evictd was evicting it",
+			append(attrs, "kernel_oom_kills", act.OOMKills)...)
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
 	case act.Escalated:

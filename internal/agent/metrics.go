@@ -35,6 +35,14 @@ type Metrics struct {
 	Condition        *prometheus.GaugeVec
 	LastSync         prometheus.Gauge
 	SyncErrors       *prometheus.CounterVec
+
+	// GrowthStops counts victims' holds by mechanism and outcome (stopped,
+	// failed, dry-run); GrowthStopLatency is the trigger → limit in force.
+	GrowthStops       *prometheus.CounterVec
+	GrowthStopLatency *prometheus.HistogramVec
+	// KernelOOMKills counts the kernel OOM killer's kills by pod (pod ""
+	// for kills outside the workloads evictd watches).
+	KernelOOMKills *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -67,6 +75,16 @@ func NewMetrics() *Metrics {
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
 	}
+	m.GrowthStops = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "growth_stops_total",
+		Help: "Eviction victims whose growth was stopped at decision time (a hard memory or PID threshold), by mechanism and outcome (stopped, failed, dry-run)."},
+		[]string{"mechanism", "outcome"})
+	m.GrowthStopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "evictd", Name: "growth_stop_seconds",
+		Help:    "Time from the synchronize's trigger (a kernel wake-up or tick) until the victim's limit was in force.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}, []string{"mechanism"})
+	m.KernelOOMKills = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "kernel_oom_kills_total",
+		Help: "Processes the kernel OOM killer killed, by the pod or workload they belonged to (namespace, pod and qos_class empty for processes outside the workloads evictd watches, or in a cgroup already removed)."},
+		[]string{"namespace", "pod", "qos_class"})
+	r.MustRegister(m.GrowthStops, m.GrowthStopLatency, m.KernelOOMKills)
 	// The Go runtime's and the process's own metrics (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes): a long-running agent
 	// is watched for leaks with them (bench/soak.sh).
@@ -153,4 +171,13 @@ func (a *Agent) Healthy() error {
 		return errors.New("last synchronize " + age.Round(time.Second).String() + " ago")
 	}
 	return nil
+}
+
+// growthStop counts a victim's hold and how long after the trigger its
+// limit was in force.
+func (m *Metrics) growthStop(mechanism, outcome string, afterTrigger time.Duration) {
+	m.GrowthStops.WithLabelValues(mechanism, outcome).Inc()
+	if outcome == "stopped" {
+		m.GrowthStopLatency.WithLabelValues(mechanism).Observe(afterTrigger.Seconds())
+	}
 }

@@ -47,6 +47,12 @@ func SaveState(path string, s policy.State) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, b, 0o644)
+}
+
+// writeFileAtomic writes b to path atomically: a temporary file in the same
+// directory (made if missing), fsync, rename, fsync of the directory.
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -56,6 +62,10 @@ func SaveState(path string, s policy.State) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		return err

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"strconv"
 )
 
 // cgroupProcsSince is the kernel that added cgroup.procs (v1; v2 has had it
@@ -35,8 +36,45 @@ func ReadCgroupProcsAt(d *Dir) ([]int, error) {
 // are gone); dir itself gone is a *VanishedError, which callers that kill
 // treat as "nothing left".
 func ReadCgroupProcsRecursive(dir string) ([]int, error) {
+	return readRecursive(dir, ReadCgroupProcs)
+}
+
+// ReadTasks reads a v1 cgroup's tasks file: the thread IDs of every thread
+// in this cgroup only, one per line. Unlike cgroup.procs it lists the
+// threads of a group whose leader has exited (or sits in another cgroup of
+// a hierarchy) and never an exited leader. v2 has cgroup.threads instead.
+func ReadTasks(dir string) ([]int, error) {
+	return ReadFile(dir, "tasks", cgroupProcsSince, parseCgroupProcs)
+}
+
+// ReadTasksRecursive is ReadTasks of dir and every cgroup below it, with
+// ReadCgroupProcsRecursive's errors.
+func ReadTasksRecursive(dir string) ([]int, error) {
+	return readRecursive(dir, ReadTasks)
+}
+
+// WriteTasks moves the one thread tid into dir through a v1 tasks file. A
+// thread that is already exiting stays where it is and the write still
+// succeeds; a thread that is gone is an *fs.PathError with ESRCH.
+func WriteTasks(dir string, tid int) error {
+	return WriteFile(dir, "tasks", cgroupProcsSince, strconv.Itoa(tid))
+}
+
+func readRecursive(dir string, read func(string) ([]int, error)) ([]int, error) {
 	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := WalkCgroups(dir, func(d string) error {
+		ps, err := read(d)
+		pids = append(pids, ps...)
+		return err
+	})
+	return pids, err
+}
+
+// WalkCgroups calls fn for dir and every cgroup below it, parents first. A
+// descendant removed during the walk (or whose fn returns a
+// *VanishedError) is skipped; dir itself gone is a *VanishedError.
+func WalkCgroups(dir string, fn func(dir string) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				if p == dir {
@@ -49,17 +87,14 @@ func ReadCgroupProcsRecursive(dir string) ([]int, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		ps, err := ReadCgroupProcs(p)
-		if err != nil {
+		if err := fn(p); err != nil {
 			if p != dir && IsVanished(err) {
-				return nil
+				return filepath.SkipDir
 			}
 			return err
 		}
-		pids = append(pids, ps...)
 		return nil
 	})
-	return pids, err
 }
 
 // ReadCgroupProcsCount counts the PIDs in cgroup.procs without keeping

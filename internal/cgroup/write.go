@@ -49,3 +49,30 @@ func FormatLimit(v uint64) string {
 	}
 	return strconv.FormatUint(v, 10)
 }
+
+// cgroupKillSince is the kernel that added cgroup.kill (v2).
+const cgroupKillSince = "5.14"
+
+// WriteCgroupProcs moves the process pid (its whole thread group) into dir
+// by writing cgroup.procs, on v1 and v2 alike. A task that is already
+// exiting is left where it is by the kernel and the write still succeeds
+// (cgroup_migrate_add_task skips PF_EXITING tasks); a pid that is gone is
+// an *fs.PathError with ESRCH.
+func WriteCgroupProcs(dir string, pid int) error {
+	return WriteFile(dir, "cgroup.procs", cgroupProcsSince, strconv.Itoa(pid))
+}
+
+// WriteCgroupKill writes "1" to a v2 cgroup's cgroup.kill: the kernel kills
+// every process of the subtree, and any process forked while it does so.
+func WriteCgroupKill(dir string) error {
+	return WriteFile(dir, "cgroup.kill", cgroupKillSince, "1")
+}
+
+// pidsSince is the kernel that added the pids controller (v1 and v2).
+const pidsSince = "4.3"
+
+// WritePidsMax writes pids.max, on v1 and v2 alike (Max writes "max"): a
+// fork or clone that would take pids.current above it fails with EAGAIN.
+func WritePidsMax(dir string, v uint64) error {
+	return WriteFile(dir, "pids.max", pidsSince, FormatLimit(v))
+}

@@ -130,3 +130,26 @@ func readSwapAt(d *cgroup.Dir, version int, m *CgroupMemory) error {
 	m.Swap, m.HasSwap = v, true
 	return nil
 }
+
+// ReadOOMKills returns how many processes of dir's cgroup subtree the kernel
+// OOM killer has killed, for any reason: on v2 memory.events' oom_kill,
+// which counts the subtree; on v1 the sum of every cgroup's
+// memory.oom_control oom_kill, which counts only tasks that were in that
+// very cgroup (a pod's kills show in its container cgroups). A descendant
+// removed meanwhile is skipped; dir gone is a *cgroup.VanishedError.
+func ReadOOMKills(dir string, unified bool) (uint64, error) {
+	if unified {
+		ev, err := v2.ReadMemoryEvents(dir)
+		return ev.OOMKill, err
+	}
+	var n uint64
+	err := cgroup.WalkCgroups(dir, func(d string) error {
+		oc, err := v1.ReadMemoryOOMControl(d)
+		if err != nil {
+			return err
+		}
+		n += oc.OOMKill
+		return nil
+	})
+	return n, err
+}

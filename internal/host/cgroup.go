@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -57,4 +59,23 @@ func parseProcCgroup(r io.Reader) ([]ProcCgroup, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// SelfMemoryCgroup returns the memory cgroup of this process as an absolute
+// directory under memRoot, the memory controller's mount (v1: the "memory"
+// controller line of <procRoot>/self/cgroup; v2: the "0::" line).
+func SelfMemoryCgroup(procRoot, memRoot string, v2 bool) (string, error) {
+	cs, err := ReadSelfCgroup(procRoot)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cs {
+		if v2 && c.HierarchyID == 0 && len(c.Controllers) == 0 {
+			return filepath.Join(memRoot, c.Path), nil
+		}
+		if !v2 && slices.Contains(c.Controllers, "memory") {
+			return filepath.Join(memRoot, c.Path), nil
+		}
+	}
+	return "", errors.New(procRoot + "/self/cgroup has no memory cgroup line")
 }

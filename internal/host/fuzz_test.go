@@ -44,3 +44,45 @@ func FuzzParseSingleUint(f *testing.F) {
 		}
 	})
 }
+
+// /proc/<pid>/stat: an error is a *ParseError; what parses has a state
+// that is a printable byte and round-trips through a minimal line.
+func FuzzParseProcStat(f *testing.F) {
+	f.Add([]byte("1234 (hog) R 1 1234 1234 0 -1 4194560 98 0 0 0 1 0 0 0 20 0 3 0 100 0 0\n"))
+	f.Add([]byte("7 (a) b) (c) Z 1 7 7 0 -1 4227084 0 0\n"))
+	f.Add([]byte("9 (x) S 1 2 3 4 5 18446744073709551616\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := parseProcStat(strings.NewReader(string(b)))
+		var pe *ParseError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatalf("untyped error %T %v", err, err)
+		}
+		if err != nil {
+			return
+		}
+		line := "1 (c) " + string(s.State) + " 0 0 0 0 0 " + strconv.FormatUint(s.Flags, 10)
+		again, err := parseProcStat(strings.NewReader(line))
+		if s.State > ' ' && s.State != ')' && (err != nil || again != s) {
+			t.Fatalf("%+v does not read back from %q: %+v %v", s, line, again, err)
+		}
+	})
+}
+
+// /proc/vmstat: an error is typed; a count that parses reads back.
+func FuzzParseVMStatOOMKill(f *testing.F) {
+	f.Add([]byte("nr_free_pages 123\noom_kill 7\npgfault 99\n"))
+	f.Add([]byte("oom_kill 1\noom_kill 2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseVMStatOOMKill(strings.NewReader(string(b)))
+		var pe *ParseError
+		var ns *NotSupportedError
+		if err != nil && !errors.As(err, &pe) && !errors.As(err, &ns) {
+			t.Fatalf("untyped error %T %v", err, err)
+		}
+		if err == nil {
+			if again, err := parseVMStatOOMKill(strings.NewReader("oom_kill " + strconv.FormatUint(v, 10) + "\n")); err != nil || again != v {
+				t.Fatalf("%d does not read back: %d %v", v, again, err)
+			}
+		}
+	})
+}

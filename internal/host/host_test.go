@@ -267,3 +267,46 @@ func TestInInitPIDNamespace(t *testing.T) {
 		t.Errorf("a child in a new PID namespace reads %s, the host's", out)
 	}
 }
+
+func TestParseProcStat(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    ProcStat
+		exiting bool
+	}{
+		{"1234 (hog) R 1 1234 1234 0 -1 4194560 98 0\n", ProcStat{State: 'R', Flags: 4194560}, false},
+		// comm with spaces and a ')': fields count from the last ')'.
+		{"7 (a) b) (c) S 1 7 7 0 -1 4194308 0\n", ProcStat{State: 'S', Flags: 4194308}, true},
+		{"8 (z) Z 1 8 8 0 -1 4227072 0\n", ProcStat{State: 'Z', Flags: 4227072}, true},
+	} {
+		got, err := parseProcStat(strings.NewReader(tc.in))
+		if err != nil || got != tc.want || got.Exiting() != tc.exiting {
+			t.Errorf("%q: %+v exiting=%v %v; want %+v exiting=%v", tc.in, got, got.Exiting(), err, tc.want, tc.exiting)
+		}
+	}
+	for _, bad := range []string{"", "1 hog R 1", "1 (hog) R 1 2 3", "1 (hog) RR 1 2 3 4 5 6", "1 (hog) R 1 2 3 4 5 x"} {
+		if _, err := parseProcStat(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	// This process is alive and not exiting.
+	s, err := ReadProcStat("/proc", os.Getpid())
+	if err != nil || s.Exiting() || s.State == 0 {
+		t.Fatalf("self: %+v %v", s, err)
+	}
+}
+
+func TestParseVMStatOOMKill(t *testing.T) {
+	v, err := parseVMStatOOMKill(strings.NewReader("nr_free_pages 12\noom_kill 3\npgfault 9\n"))
+	if err != nil || v != 3 {
+		t.Fatalf("%d %v", v, err)
+	}
+	for _, bad := range []string{"nr_free_pages 1\n", "oom_kill x\n", "oom_kill 1\noom_kill 1\n"} {
+		if _, err := parseVMStatOOMKill(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ReadVMStatOOMKill("/proc"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -98,6 +99,20 @@ func (h *Pods) Workloads() ([]workload.Workload, error) {
 	}
 	h.last, h.listed = out, true
 	return out, nil
+}
+
+// All lists every workload cgroup under the root, active or not (from the
+// cached listing while the root's watch says nothing changed).
+func (h *Pods) All() ([]workload.Workload, error) {
+	if _, err := h.Workloads(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cached != nil {
+		return h.cached, nil
+	}
+	return workload.Discover(h.File, h.Root, h.SelfCgroup)
 }
 
 // lastActive returns the active workloads the last call found.
@@ -223,9 +238,19 @@ func populated(dir string, v2 bool) bool {
 	return err == nil && len(pids) > 0
 }
 
-// Evictor kills a host-mode workload's cgroup.
+// Evictor kills a host-mode workload's cgroup, and stops its growth first
+// (agent.Holder).
 type Evictor struct {
 	Killer *actuate.Killer
+}
+
+// Hold implements agent.Holder on the workload's cgroup.
+func (h *Evictor) Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error) {
+	dir := pod.Annotations[workload.CgroupAnnotation]
+	if dir == "" {
+		return nil, fmt.Errorf("pod %s/%s has no %s annotation", pod.Namespace, pod.Name, workload.CgroupAnnotation)
+	}
+	return h.Killer.Hold(actuate.Target{Name: pod.Name, Cgroup: dir}, r)
 }
 
 // Evict implements agent.Evictor: SIGTERM, then the fork-proof kill at the grace
@@ -237,6 +262,9 @@ func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _
 	}
 	res, err := h.Killer.Kill(ctx, actuate.Target{Name: pod.Name, Cgroup: dir}, grace)
 	out := agent.EvictResult{Pids: res.Terminated, Gone: res.Gone, DryRun: res.DryRun, Took: res.Elapsed}
+	if err != nil && len(res.Terminated) == 0 && res.HardKill == "" {
+		err = fmt.Errorf("%w (%w)", err, agent.ErrUntouched) // not a signal sent
+	}
 	switch {
 	case res.DryRun:
 		out.Method = "dry-run (would SIGTERM, then " + res.HardKill + ")"
@@ -248,6 +276,42 @@ func (h *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, _
 		out.Method = res.HardKill
 	}
 	return out, err
+}
+
+// OOMCounter reads the kernel OOM killer's counts for the agent, per
+// workload from the cgroups under the workload root (active or not).
+type OOMCounter struct {
+	Pods *Pods
+}
+
+// NodeOOMKills implements agent.OOMCounter: on v2 the workload root's own
+// memory.events (hierarchical: exactly the workloads' kills, a removed
+// cgroup's included); on v1, which has no such counter, /proc/vmstat, whose
+// kills outside the root are other people's business on a shared host.
+func (o OOMCounter) NodeOOMKills() (uint64, bool, error) {
+	if o.Pods.V2 {
+		ev, err := cgroupv2.ReadMemoryEvents(o.Pods.Root)
+		return ev.OOMKill, true, err
+	}
+	n, err := host.ReadVMStatOOMKill("/proc")
+	return n, false, err
+}
+
+// OOMKills implements agent.OOMCounter.
+func (o OOMCounter) OOMKills() ([]agent.PodOOMKills, error) {
+	ws, err := o.Pods.All()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.PodOOMKills, 0, len(ws))
+	for _, w := range ws {
+		k, err := collect.ReadOOMKills(w.Cgroup, o.Pods.V2)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, agent.PodOOMKills{Pod: w.Pod, Kills: k})
+	}
+	return out, nil
 }
 
 // HookReclaimer runs the configured reclaim hooks for a signal.

@@ -21,6 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	hog.MaybeRun()
+	maybeCrashAgent()
 	os.Exit(m.Run())
 }
 

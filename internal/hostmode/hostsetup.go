@@ -30,6 +30,10 @@ type Options struct {
 	WorkloadRoot string
 	Workloads    *workload.File // nil: every cgroup is BestEffort priority 0
 	DryRun       bool
+	// NoGrowthStop leaves a hard eviction's victim growing until its kill,
+	// as the kubelet does (agent.Config.Holder); by default its growth is
+	// stopped at once.
+	NoGrowthStop bool
 	Interval     time.Duration
 	StateFile    string
 	DecisionLog  *agent.DecisionLog
@@ -154,7 +158,7 @@ func New(o Options) (*Host, error) {
 	if o.MemoryQoS != nil {
 		s := *o.MemoryQoS
 		s.CgroupV2 = v2
-		if prot, err = protect.New(protect.Config{Settings: s, Root: root, DryRun: o.DryRun, Log: o.Log}); err != nil {
+		if prot, err = protect.New(protect.Config{Settings: s, Root: root, DryRun: o.DryRun, Log: o.Log, Held: k.Held}); err != nil {
 			wk.Close()
 			return nil, err
 		}
@@ -165,8 +169,13 @@ func New(o Options) (*Host, error) {
 	if o.Policy.Profile.ReclaimFirst && !v2 {
 		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 host memory evictions happen as the kubelet's")
 	}
+	ev := &Evictor{Killer: k}
+	var holder agent.Holder = ev
+	if o.NoGrowthStop {
+		holder = nil
+	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: &Evictor{Killer: k}, Reclaimer: rec,
+		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
 		MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -61,7 +62,12 @@ type Evictor struct {
 	CallTimeout time.Duration
 	// Local, when set, kills an immediate eviction's pod cgroup on this
 	// node when it still runs after the grace period plus a deadline.
-	Local  *LocalFallback
+	Local *LocalFallback
+	// Killer and PodDir stop a victim's growth on this node before the
+	// eviction is posted (Hold; agent.Holder): PodDir finds the pod's
+	// cgroup directory (Stats.PodDir).
+	Killer *actuate.Killer
+	PodDir func(pod *v1.Pod) (string, bool)
 	DryRun bool
 	Log    *slog.Logger
 	Now    func() time.Time // nil: time.Now
@@ -70,7 +76,26 @@ type Evictor struct {
 	refused map[types.UID]time.Time // first PDB refusal per pod
 }
 
-var _ agent.Evictor = (*Evictor)(nil)
+var (
+	_ agent.Evictor = (*Evictor)(nil)
+	_ agent.Holder  = (*Evictor)(nil)
+)
+
+// Hold implements agent.Holder: the pod's cgroup on this node is held at
+// its usage before the eviction goes to the API server, so the pod stops
+// growing during the round trip, the kubelet's watch and the grace period;
+// the kubelet's kill (SIGTERM, then SIGKILL through the runtime) then works
+// on it as on any pod, since nothing is frozen.
+func (e *Evictor) Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error) {
+	if e.Killer == nil || e.PodDir == nil {
+		return nil, errors.New("no local cgroup access")
+	}
+	dir, ok := e.PodDir(pod)
+	if !ok {
+		return nil, fmt.Errorf("no cgroup found for pod %s/%s (uid %s)", pod.Namespace, pod.Name, pod.UID)
+	}
+	return e.Killer.Hold(actuate.Target{Name: pod.Namespace + "/" + pod.Name, Cgroup: dir}, r)
+}
 
 func (e *Evictor) now() time.Time {
 	if e.Now != nil {
@@ -146,7 +171,9 @@ func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, e
 		}
 		res.Method = "delete (a PodDisruptionBudget refused the eviction)"
 	default:
-		return done(fmt.Errorf("eviction API: %w", err))
+		// Refused (a 4xx other than a PDB's, or a 5xx for an eviction
+		// with no local fallback): nothing happened to the pod.
+		return done(fmt.Errorf("eviction API: %w (%w)", err, agent.ErrUntouched))
 	}
 	e.forget(pod.UID)
 	e.record(ctx, pod, ev)

@@ -44,6 +44,10 @@ type Options struct {
 	// DryRun decides and records only. Shadow is DryRun that also compares
 	// with the kubelet's own evictions.
 	DryRun, Shadow bool
+	// NoGrowthStop leaves a hard eviction's victim growing until the
+	// kubelet kills it (agent.Config.Holder); by default its cgroup is held
+	// at its usage before the eviction is posted.
+	NoGrowthStop bool
 	// Wakeups: the tunables of the kernel wake-ups (stall, window, fast-poll
 	// bounds, refresh); Switches resolve which run for the detected cgroup
 	// version, as in host mode; the cgroup paths and the pods-memory reader
@@ -149,7 +153,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 			pods.Close()
 		}
 	}()
-	st.Pods, n.Pods = pods, pods
+	st.Pods, n.Pods, st.AllPods = pods, pods, pods.All
 	pods.Vanished = st.Vanished
 
 	memRoot, version := col.MemoryRoot()
@@ -168,10 +172,17 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	n.Wakeups = wk
 
-	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log}
+	// One killer for the holds and the local kill, so that the kill of a
+	// held pod knows it is held (on v1 it then needs no freezer).
+	k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
+	k.DryRun = dry
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir}
 	if !dry && o.LocalDeadline >= 0 {
-		k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
+	}
+	var holder agent.Holder = n.Evictor
+	if o.NoGrowthStop {
+		holder = nil
 	}
 	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
 	if o.Shadow {
@@ -192,7 +203,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 node memory evictions happen as the kubelet's")
 	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, MemoryReclaimer: memRec, Host: hostMem,
+		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st, MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
 	})

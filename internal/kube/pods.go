@@ -164,6 +164,18 @@ func (p *Pods) active() []*v1.Pod {
 	return out
 }
 
+// All lists the informer's pods in any phase.
+func (p *Pods) All() []*v1.Pod {
+	objs := p.informer.GetStore().List()
+	out := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if pod, ok := o.(*v1.Pod); ok {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
 // Get returns the cached pod with this UID (nil when the informer does not
 // know it, or knows another pod under that name).
 func (p *Pods) Get(namespace, name string, uid types.UID) *v1.Pod {

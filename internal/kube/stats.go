@@ -8,10 +8,13 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/host"
 )
 
 // PodLister is what Stats needs of the pod source.
@@ -51,6 +54,9 @@ type Stats struct {
 	Pods      PodLister
 	Disk      DiskSource // nil: disk thresholds are not evaluated
 	Log       *slog.Logger
+	// AllPods lists the informer's pods in any phase (OOMKills names the
+	// cgroups of pods that have just ended from it).
+	AllPods func() []*v1.Pod
 
 	mu       sync.Mutex
 	index    podIndexes        // replaced, never mutated, per call
@@ -272,6 +278,57 @@ func (s *Stats) PodCgroup(uid types.UID) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// PodDir finds pod's cgroup directory (absolute) as cheaply as it can: where
+// the last synchronize's discovery found it, else by a fresh discovery. It
+// is on the path from a decision to the victim's hold.
+func (s *Stats) PodDir(pod *v1.Pod) (string, bool) {
+	s.mu.Lock()
+	dir, ok := s.seen[cgroupUID(pod)]
+	s.mu.Unlock()
+	if ok {
+		return dir, true
+	}
+	return s.PodCgroup(types.UID(cgroupUID(pod)))
+}
+
+// NodeOOMKills implements agent.OOMCounter: /proc/vmstat (the host's, in
+// any PID namespace), whose kills outside the pods (a node daemon's) are
+// reported too.
+func (s *Stats) NodeOOMKills() (uint64, bool, error) {
+	n, err := host.ReadVMStatOOMKill("/proc")
+	return n, true, err
+}
+
+// OOMKills implements agent.OOMCounter: every pod cgroup under kubepods,
+// named from the informer's pods (any phase) or, for a pod it no longer
+// has, by the UID in the cgroup's name.
+func (s *Stats) OOMKills() ([]agent.PodOOMKills, error) {
+	ws, err := s.Collector.Workloads()
+	if err != nil {
+		return nil, err
+	}
+	byUID := map[string]*v1.Pod{}
+	if s.AllPods != nil {
+		for _, p := range s.AllPods() {
+			byUID[cgroupUID(p)] = p
+		}
+	}
+	root, version := s.Collector.MemoryRoot()
+	out := make([]agent.PodOOMKills, 0, len(ws))
+	for _, w := range ws {
+		k, err := collect.ReadOOMKills(root+w.Cgroup, version == 2)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		pod := byUID[w.PodUID]
+		if pod == nil {
+			pod = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.Name, UID: types.UID(w.PodUID)}}
+		}
+		out = append(out, agent.PodOOMKills{Pod: pod, Kills: k})
+	}
+	return out, nil
 }
 
 // dirsOf maps the discovered pods' UIDs to their cgroup directories.

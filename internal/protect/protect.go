@@ -64,6 +64,10 @@ type Config struct {
 	VerifyEvery time.Duration
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// Held, when set, says which workload cgroups an eviction holds at
+	// their usage (actuate.Killer.Held): their memory files are left as
+	// the hold wrote them until it is released.
+	Held func(dir string) bool
 }
 
 // Stats count the kernel file operations Apply did (for the benchmark and
@@ -198,7 +202,11 @@ func (p *Protector) Apply(ws []workload.Workload) {
 			p.recheckFiles(w.Cgroup)
 		}
 		st.seen = true
-		p.keepFiles(w.Pod.Name, w.Cgroup, files)
+		if p.cfg.Held == nil || !p.cfg.Held(w.Cgroup) {
+			p.keepFiles(w.Pod.Name, w.Cgroup, files)
+		} else {
+			p.keepSeen(w.Cgroup)
+		}
 		if st.want != oom || !slices.Equal(st.pids, pids) {
 			var known []int
 			if st.want == oom {
@@ -278,6 +286,16 @@ func (p *Protector) recheckFiles(dir string) {
 	for _, mf := range memoryFiles {
 		if f := p.files[dir+"/"+mf.name]; f != nil {
 			f.done = false
+		}
+	}
+}
+
+// keepSeen keeps dir's file states (not checked this time) and makes them
+// be checked again once dir is no longer held.
+func (p *Protector) keepSeen(dir string) {
+	for _, mf := range memoryFiles {
+		if f := p.files[dir+"/"+mf.name]; f != nil {
+			f.seen, f.done = true, false
 		}
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot/vg"
+
 	"github.com/evictd/evictd/internal/chart"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/safetext"
@@ -42,6 +44,11 @@ type Options struct {
 	Now time.Time
 }
 
+// ChartWidth is the width the report's chart is drawn at: a page's width
+// (1280 pixels at 96 dpi), so that the page, which scales the chart to its
+// own width, shows it near its natural size.
+const ChartWidth = 1280 * vg.Inch / 96
+
 // Defaults.
 const (
 	DefaultMaxRows    = 1000
@@ -52,24 +59,27 @@ const (
 
 // Row is one eviction in the table.
 type Row struct {
-	N          int // 1-based, in log order
-	Time       time.Time
-	Line       int
-	Pod        string
-	Signal     string
-	Grace      int64
-	Immediate  bool
-	Message    string
-	Threshold  string // the deciding threshold ("" for a local-storage limit)
-	Available  string // its observed value
-	Quantity   string // its resolved quantity
-	Trigger    string // "wake (memcg-threshold)", "grace", "timer", ...
-	TriggerAt  time.Time
-	Latency    time.Duration // trigger → decision
-	Result     string        // what the kill did
-	Ranking    []Candidate
-	RankingAll int // candidates in the ranking
-	RankingErr string
+	N         int // 1-based, in log order
+	Time      time.Time
+	Line      int
+	Pod       string
+	Signal    string
+	Grace     int64
+	Immediate bool
+	Message   string
+	Threshold string // the deciding threshold ("" for a local-storage limit)
+	Available string // its observed value, as the log writes it
+	Quantity  string // its resolved quantity, as the log writes it
+	// AvailableHTML and QuantityHTML are those for people (196.3Mi, not
+	// 200984Ki), the log's text in the title.
+	AvailableHTML, QuantityHTML template.HTML
+	Trigger                     string // "wake (memcg-threshold)", "grace", "timer", ...
+	TriggerAt                   time.Time
+	Latency                     time.Duration // trigger → decision
+	Result                      string        // what the kill did
+	Ranking                     []Candidate
+	RankingAll                  int // candidates in the ranking
+	RankingErr                  string
 }
 
 // Summary is what the page's head says about the log.
@@ -154,7 +164,7 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 
 	var svg bytes.Buffer
 	title := "evictd report — " + name
-	if err := chart.Write(&svg, chart.SVG, tl, chart.Options{Title: title, X: chart.XAxis{Clock: true}}); err != nil {
+	if err := chart.Write(&svg, chart.SVG, tl, chart.Options{Title: title, X: chart.XAxis{Clock: true}, Width: ChartWidth}); err != nil {
 		return fmt.Errorf("drawing the chart: %w", err)
 	}
 	rows := tail.list()
@@ -226,6 +236,7 @@ func makeRow(rec *Record, i, n, line, maxRanking int) Row {
 		if d.Deciding.Quantity != nil {
 			r.Quantity = *d.Deciding.Quantity
 		}
+		r.AvailableHTML, r.QuantityHTML = comparedHTML(e.Signal, r.Available, r.Quantity)
 	}
 	r.Result = "not recorded"
 	for _, a := range rec.Actions {
@@ -324,12 +335,14 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return s
 	},
-	"qty": func(s *string) string {
+	"qty": func(sig string, s *string) template.HTML {
 		if s == nil {
 			return "–"
 		}
-		return *s
+		return quantityHTML(sig, *s, 3)
 	},
+	"wbr": wordBreaks,
+	"pod": podHTML,
 }).Parse(pageHTML))
 
 const pageHTML = `<!DOCTYPE html>
@@ -345,10 +358,12 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; tex
 th { background: #f2f2f2; }
 td.msg { white-space: pre-wrap; color: #444; border-bottom: 2px solid #999; }
 table#evictions { width: 100%; }
-table#evictions td { overflow-wrap: anywhere; }
-table.rank td, table.rank th { border: none; padding: 0 0.3em; font-size: 0.9em; overflow-wrap: normal; }
+table#evictions td { overflow-wrap: break-word; }
+table.rank td, table.rank th { border: none; padding: 0 0.3em; font-size: 0.9em; }
+td.num, table.rank th, .pod { white-space: nowrap; }
+td.num { text-align: right; }
 .note { background: #fff7e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; margin: 0.6em 0; }
-#chart svg { max-width: 100%; height: auto; }
+#chart svg { width: 100%; height: auto; }
 </style>
 </head>
 <body>
@@ -390,13 +405,13 @@ table.rank td, table.rank th { border: none; padding: 0 0.3em; font-size: 0.9em;
 {{define "row"}}<tr class="eviction">
 <td>{{.N}}<br><small>line {{.Line}}</small></td>
 <td>{{ts .Time}}</td>
-<td>{{.Pod}}</td>
-<td>{{.Signal}}<br><small>grace {{.Grace}}s{{if .Immediate}}, immediate{{end}}</small></td>
-<td>{{orDash .Threshold}}{{if .Available}}<br><small>available {{.Available}}{{if .Quantity}} &lt; {{.Quantity}}{{end}}</small>{{end}}</td>
+<td>{{pod .Pod}}</td>
+<td>{{wbr .Signal}}<br><small>grace {{.Grace}}s{{if .Immediate}}, immediate{{end}}</small></td>
+<td>{{if .Threshold}}{{wbr .Threshold}}{{else}}–{{end}}{{if .Available}}<br><small>available {{.AvailableHTML}}{{if .Quantity}} &lt; {{.QuantityHTML}}{{end}}</small>{{end}}</td>
 <td>{{.Trigger}}<br><small>at {{ts .TriggerAt}}, decided {{dur .Latency}} later</small></td>
 <td>{{.Result}}</td>
 <td>{{if .RankingErr}}{{.RankingErr}}{{else}}<table class="rank"><tr><th>#</th><th>pod</th><th>prio</th><th>usage</th><th>request</th><th>&gt;req</th></tr>
-{{range .Ranking}}<tr><td>{{.Rank}}</td><td>{{.Pod.Namespace}}/{{.Pod.Name}}{{if .Critical}} (critical){{end}}</td><td>{{.Priority}}</td><td>{{qty .Usage}}</td><td>{{qty .Request}}</td><td>{{if .ExceedsRequest}}yes{{else}}no{{end}}</td></tr>
+{{range .Ranking}}<tr><td class="num">{{.Rank}}</td><td>{{pod (print .Pod.Namespace "/" .Pod.Name)}}{{if .Critical}} (critical){{end}}</td><td class="num">{{.Priority}}</td><td class="num">{{qty $.Signal .Usage}}</td><td class="num">{{qty $.Signal .Request}}</td><td>{{if .ExceedsRequest}}yes{{else}}no{{end}}</td></tr>
 {{end}}</table>{{if gt .RankingAll (len .Ranking)}}<small>… {{.RankingAll}} ranked in all</small>{{end}}{{end}}</td>
 </tr>
 <tr class="message"><td></td><td colspan="7" class="msg">{{.Message}}</td></tr>

@@ -42,7 +42,8 @@ type Interval struct{ From, To float64 }
 // Threshold is one threshold's line in a panel.
 type Threshold struct {
 	// Label names the threshold as the kubelet config does:
-	// "memory.available<100Mi", "nodefs.available<10% (soft, 1m30s)".
+	// "memory.available<100Mi", "nodefs.available<10% (soft, 1m30s)" — in
+	// the config's own spelling when the Builder has one (Builder.Spell).
 	Label string
 	Soft  bool
 	// Quantity is the threshold's value in the panel's unit, in segments
@@ -174,6 +175,9 @@ type Builder struct {
 	MaxBuckets   int
 	MaxIntervals int
 	MaxMarkers   int
+	// Spell names thresholds as the configuration writes them (nil: the
+	// canonical Label).
+	Spell Spelling
 
 	started   bool
 	origin    time.Time
@@ -258,14 +262,14 @@ func (b *Builder) threshold(t policy.Threshold) *thresholdState {
 func Label(t policy.Threshold) string {
 	l := string(t.Signal) + "<" + t.Value.String()
 	if !t.Hard() {
-		l += " (soft, " + shortDuration(t.GracePeriod) + ")"
+		l += " (soft, " + FormatDuration(t.GracePeriod) + ")"
 	}
 	return l
 }
 
-// shortDuration writes d as a config would: "2m", "1m30s", "1h" rather
+// FormatDuration writes d as a config would: "2m", "1m30s", "1h" rather
 // than Go's "2m0s", "1h0m0s".
-func shortDuration(d time.Duration) string {
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -522,7 +526,7 @@ func (b *Builder) Build() *Timeline {
 		p := Panel{Signal: sig, Unit: unitOf(sig, ths)}
 		p.Available = b.segments(pts, func(q rawPoint) float64 { return scale(p.Unit, q.v, q.cap) })
 		for _, ts := range ths {
-			th := Threshold{Label: Label(ts.t), Soft: !ts.t.Hard(), Grace: ts.grace.list}
+			th := Threshold{Label: LabelAs(ts.t, b.Spell), Soft: !ts.t.Hard(), Grace: ts.grace.list}
 			th.Quantity = b.segments(pts, func(q rawPoint) float64 { return thresholdValue(p.Unit, ts.t, q.cap) })
 			if ts.grace.merged {
 				tl.IntervalsMerged = true

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -315,22 +314,9 @@ func Pods(ws []Workload) []*v1.Pod {
 }
 
 // SelfCgroup returns the memory cgroup of this process as an absolute
-// directory under memRoot (v1: the "memory" controller line of
-// /proc/self/cgroup; v2: the "0::" line).
+// directory under memRoot (host.SelfMemoryCgroup).
 func SelfCgroup(memRoot string, v2 bool) (string, error) {
-	cs, err := host.ReadSelfCgroup("/proc")
-	if err != nil {
-		return "", err
-	}
-	for _, c := range cs {
-		if v2 && c.HierarchyID == 0 && len(c.Controllers) == 0 {
-			return filepath.Join(memRoot, c.Path), nil
-		}
-		if !v2 && slices.Contains(c.Controllers, "memory") {
-			return filepath.Join(memRoot, c.Path), nil
-		}
-	}
-	return "", errors.New("/proc/self/cgroup has no memory cgroup line")
+	return host.SelfMemoryCgroup("/proc", memRoot, v2)
 }
 
 // PodRef is the stats PodReference of the workload named name whose cgroup

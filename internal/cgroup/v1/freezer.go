@@ -48,3 +48,10 @@ func parseFreezerState(r io.Reader) (FreezerState, error) {
 	}
 	return "", &cgroup.ParseError{Line: 1, Token: string(t), Err: ErrUnknownFreezerState}
 }
+
+// WriteFreezerState writes freezer.state: Frozen asks every task of the
+// cgroup to freeze (the file reads FREEZING until all have), Thawed lets
+// them run again.
+func WriteFreezerState(dir string, s FreezerState) error {
+	return cgroup.WriteFile(dir, "freezer.state", freezerSince, string(s))
+}

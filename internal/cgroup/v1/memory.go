@@ -7,6 +7,7 @@ package v1
 
 import (
 	"io"
+	"strconv"
 
 	"github.com/evictd/evictd/internal/cgroup"
 )
@@ -208,4 +209,34 @@ func parseMemoryOOMControl(r io.Reader) (MemoryOOMControl, error) {
 		return MemoryOOMControl{}, &cgroup.ParseError{Line: 1, Err: cgroup.ErrEmpty}
 	}
 	return o, nil
+}
+
+// WriteMemoryLimitInBytes writes memory.limit_in_bytes (cgroup.Max writes
+// -1, the kernel's "unlimited"). A limit below the usage makes the kernel
+// reclaim the cgroup down to it in the writer's context; when it cannot,
+// the write fails with EBUSY and the old limit stays.
+func WriteMemoryLimitInBytes(dir string, v uint64) error {
+	s := "-1"
+	if v != cgroup.Max {
+		s = strconv.FormatUint(v, 10)
+	}
+	return cgroup.WriteFile(dir, "memory.limit_in_bytes", memcgSince, s)
+}
+
+// WriteMemoryOOMKillDisable writes memory.oom_control's oom_kill_disable:
+// with it set, a task that would have to be OOM-killed for the cgroup to
+// stay under its limit sleeps (killably) until memory is uncharged or the
+// limit is raised, instead of the kernel OOM killer running.
+func WriteMemoryOOMKillDisable(dir string, disable bool) error {
+	v := "0"
+	if disable {
+		v = "1"
+	}
+	return cgroup.WriteFile(dir, "memory.oom_control", memcgSince, v)
+}
+
+// ReadMemoryFailcnt reads memory.failcnt: how many times a charge hit
+// memory.limit_in_bytes (a workload held back by its limit counts up).
+func ReadMemoryFailcnt(dir string) (uint64, error) {
+	return cgroup.ReadFile(dir, "memory.failcnt", memcgSince, parseMemoryUsageInBytes)
 }

@@ -119,6 +119,16 @@ func (n *narrator) say(format string, a ...any) {
 	fmt.Fprintf(n.w, "[%5.1fs] "+format+"\n", append([]any{time.Since(n.start).Seconds()}, a...)...)
 }
 
+// narratorWriter writes through the narrator's lock, so that the agent's
+// log lines and the narration never interleave mid-line.
+type narratorWriter struct{ n *narrator }
+
+func (w narratorWriter) Write(p []byte) (int, error) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	return w.n.w.Write(p)
+}
+
 func (n *narrator) raw(s string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -194,7 +204,8 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 		return nil, err
 	}
 	// A quiet logger: the narration tells the story; warnings still show.
-	log := slog.New(slog.NewTextHandler(o.Out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Through the narrator's lock: the agent logs from its own goroutine.
+	log := slog.New(slog.NewTextHandler(narratorWriter{n}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

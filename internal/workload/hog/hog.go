@@ -13,6 +13,14 @@
 //	ignore-term        ignore SIGTERM from now on (forces the SIGKILL path)
 //	forkloop           keep starting child hogs that hold, forever
 //	free               release everything allocated so far
+//	threads 4          alloc and ramp steps after it touch memory from 4
+//	                   threads at once (each a quarter of the size, at a
+//	                   quarter of the rate): "threads 2; alloc 4Gi" is a
+//	                   two-thread allocator at the machine's full speed
+//	leader-exit        the main thread exits alone (SYS_exit), leaving a
+//	                   zombie thread-group leader while the rest of the
+//	                   script goes on in another thread, as a process looks
+//	                   during a slow exit or after pthread_exit in main
 //	cache /path 64Mi   write a 64 MiB file, sync it, and read it twice: 64 MiB
 //	                   of clean, active page cache charged to the hog's cgroup
 //	                   (reclaimable only on a filesystem with a device)
@@ -29,6 +37,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +46,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/internal/cgroup"
 )
 
 // Environment variables that turn a re-executed binary into a hog.
@@ -64,9 +75,10 @@ var lifeline struct {
 
 // Step is one parsed script step.
 type Step struct {
-	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, cache
+	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, threads, leader-exit, cache
 	Path  string // cache
 	Bytes int64
+	N     int   // threads
 	Rate  int64 // bytes per second (ramp)
 	Dur   time.Duration
 }
@@ -83,7 +95,7 @@ func ParseScript(s string) ([]Step, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
 		}
-		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "cache": 2}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "cache": 2}
 		n, ok := want[st.Op]
 		if !ok {
 			return nil, bad("unknown step")
@@ -114,6 +126,12 @@ func ParseScript(s string) ([]Step, error) {
 				return nil, bad("size %q is not a positive quantity", f[2])
 			}
 			st.Path, st.Bytes = f[1], q.Value()
+		case "threads":
+			n, err := strconv.Atoi(f[1])
+			if err != nil || n < 1 || n > maxThreads {
+				return nil, bad("thread count %q is not between 1 and %d", f[1], maxThreads)
+			}
+			st.N = n
 		case "sleep":
 			d, err := time.ParseDuration(f[1])
 			if err != nil || d < 0 {
@@ -196,6 +214,18 @@ func MaybeRun() {
 
 const pageSize = 4096
 
+// maxThreads bounds the threads step: more would only measure the
+// scheduler of a small test machine.
+const maxThreads = 64
+
+// init keeps a hog's main goroutine on the process's main thread, so that
+// leader-exit ends the thread-group leader and not some other thread.
+func init() {
+	if _, ok := os.LookupEnv(EnvScript); ok {
+		runtime.LockOSThread()
+	}
+}
+
 func run(script, cgroups string, life *os.File) error {
 	steps, err := ParseScript(script)
 	if err != nil {
@@ -205,53 +235,121 @@ func run(script, cgroups string, life *os.File) error {
 		if dir == "" {
 			continue
 		}
-		// "0" moves the writing process (its whole thread group).
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
+		// 0 moves the writing process (its whole thread group).
+		if err := cgroup.WriteCgroupProcs(dir, 0); err != nil {
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	var maps [][]byte
-	touch := func(n int64) error {
-		if n <= 0 {
-			return nil
+	h := &hogState{life: life}
+	return h.run(steps)
+}
+
+// hogState is a running script: what it has allocated, and how many
+// threads its allocations use.
+type hogState struct {
+	life    *os.File
+	mu      sync.Mutex
+	maps    [][]byte
+	threads int
+}
+
+// parallel runs f(i) on each of the script's threads (at least one), each
+// locked to an OS thread of its own, and returns the first error.
+func (h *hogState) parallel(f func(i, n int) error) error {
+	n := max(h.threads, 1)
+	if n == 1 {
+		return f(0, 1)
+	}
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			runtime.LockOSThread()
+			errs <- f(i, n)
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
-		b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	}
+	return first
+}
+
+// mapChunk bounds one mmap: under the kernel's heuristic overcommit a single
+// mapping larger than the machine's memory fails, and a hog's job is to
+// run into the cgroup's limit, not into mmap's.
+const mapChunk = 64 << 20
+
+func (h *hogState) touch(n int64) error {
+	for n > 0 {
+		c := min(n, mapChunk)
+		b, err := unix.Mmap(-1, 0, int(c), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
-			return fmt.Errorf("mmap %d bytes: %w", n, err)
+			return fmt.Errorf("mmap %d bytes: %w", c, err)
 		}
 		for i := 0; i < len(b); i += pageSize {
 			b[i] = 1
 		}
-		maps = append(maps, b)
-		return nil
+		h.mu.Lock()
+		h.maps = append(h.maps, b)
+		h.mu.Unlock()
+		n -= c
 	}
-	for _, st := range steps {
+	return nil
+}
+
+// share is thread i's part of total bytes (the first threads take the
+// remainder's pages).
+func share(total int64, i, n int) int64 {
+	pages := total / pageSize
+	part := pages / int64(n)
+	if int64(i) < pages%int64(n) {
+		part++
+	}
+	if i == n-1 {
+		part = part*pageSize + total%pageSize
+		return part
+	}
+	return part * pageSize
+}
+
+func (h *hogState) run(steps []Step) error {
+	for i, st := range steps {
 		switch st.Op {
 		case "alloc":
-			if err := touch(st.Bytes); err != nil {
+			if err := h.parallel(func(i, n int) error { return h.touch(share(st.Bytes, i, n)) }); err != nil {
 				return err
 			}
 		case "ramp":
-			// 10 ms slices: smooth enough for the fast poll to see a ramp.
-			const slice = 10 * time.Millisecond
-			chunk := st.Rate / int64(time.Second/slice)
-			if chunk < pageSize {
-				chunk = pageSize
+			err := h.parallel(func(i, n int) error {
+				return h.ramp(share(st.Bytes, i, n), max(st.Rate/int64(n), 1))
+			})
+			if err != nil {
+				return err
 			}
-			start := time.Now()
-			for done := int64(0); done < st.Bytes; {
-				n := min(chunk, st.Bytes-done)
-				if err := touch(n); err != nil {
-					return err
-				}
-				done += n
-				due := start.Add(time.Duration(float64(done) / float64(st.Rate) * float64(time.Second)))
-				time.Sleep(time.Until(due))
-			}
+		case "threads":
+			h.threads = st.N
 		case "cache":
 			if err := cacheFile(st.Path, st.Bytes); err != nil {
 				return err
 			}
+		case "leader-exit":
+			// The rest of the script runs on another thread; this one,
+			// the thread-group leader, exits alone. syscall.Syscall, not
+			// RawSyscall: the runtime then sees the goroutine in a system
+			// call (which never returns) and does not wait for it to stop
+			// at a garbage collection.
+			rest := steps[i+1:]
+			go func() {
+				runtime.LockOSThread()
+				if err := h.run(rest); err != nil {
+					fmt.Fprintln(os.Stderr, "hog:", err)
+					os.Exit(2)
+				}
+				os.Exit(0)
+			}()
+			syscall.Syscall(syscall.SYS_EXIT, 0, 0, 0)
 		case "sleep":
 			time.Sleep(st.Dur)
 		case "hold":
@@ -263,10 +361,12 @@ func run(script, cgroups string, life *os.File) error {
 		case "ignore-term":
 			signal.Ignore(syscall.SIGTERM)
 		case "free":
-			for _, b := range maps {
+			h.mu.Lock()
+			for _, b := range h.maps {
 				unix.Munmap(b)
 			}
-			maps = nil
+			h.maps = nil
+			h.mu.Unlock()
 		case "forkloop":
 			exe, err := os.Executable()
 			if err != nil {
@@ -275,8 +375,8 @@ func run(script, cgroups string, life *os.File) error {
 			for {
 				c := exec.Command(exe)
 				c.Env = append(os.Environ(), EnvScript+"=hold", EnvCgroups+"=")
-				if life != nil {
-					c.ExtraFiles = []*os.File{life} // the same fd number, as EnvLifeline says
+				if h.life != nil {
+					c.ExtraFiles = []*os.File{h.life} // the same fd number, as EnvLifeline says
 				}
 				if err := c.Start(); err != nil {
 					time.Sleep(time.Millisecond) // killed or out of pids: keep trying
@@ -285,6 +385,27 @@ func run(script, cgroups string, life *os.File) error {
 				go c.Wait()
 			}
 		}
+	}
+	return nil
+}
+
+// ramp allocates total bytes at rate bytes per second on this thread, in
+// 10 ms slices: smooth enough for the fast poll to see a ramp.
+func (h *hogState) ramp(total, rate int64) error {
+	const slice = 10 * time.Millisecond
+	chunk := rate / int64(time.Second/slice)
+	if chunk < pageSize {
+		chunk = pageSize
+	}
+	start := time.Now()
+	for done := int64(0); done < total; {
+		n := min(chunk, total-done)
+		if err := h.touch(n); err != nil {
+			return err
+		}
+		done += n
+		due := start.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second)))
+		time.Sleep(time.Until(due))
 	}
 	return nil
 }

@@ -123,3 +123,59 @@ func TestHogExitsWhenItsStarterDies(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// threads and leader-exit do what they say on a real process: the memory
+// is touched from four threads, then the thread-group leader is a zombie
+// while the other threads hold the memory.
+func TestLeaderExit(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := Command(exe, "threads 4; alloc 32Mi; leader-exit; hold")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	stat := "/proc/" + strconv.Itoa(pid) + "/stat"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if f[0] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader never became a zombie: %s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) < 2 {
+		t.Fatalf("threads left after leader-exit: %d (%v); want the leader and more", len(tasks), err)
+	}
+	// The process (its live threads) still holds the 32 MiB: status of a
+	// live thread, since the zombie leader's own shows no memory.
+	for _, e := range tasks {
+		if e.Name() == strconv.Itoa(pid) {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				if kb, _ := strconv.Atoi(f[1]); kb < 32<<10 {
+					t.Fatalf("live thread %s: VmRSS %s kB, want ≥ 32 MiB", e.Name(), f[1])
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("no live thread reported VmRSS")
+}

@@ -24,6 +24,7 @@ var (
 	V2Root      = "/sys/fs/cgroup"
 	V1Memory    = "/sys/fs/cgroup/memory"
 	V1Freezer   = "/sys/fs/cgroup/freezer"
+	V1Pids      = "/sys/fs/cgroup/pids"
 	errNoMemcg  = errors.New("no memory cgroup controller found (neither cgroup v2 with memory nor a v1 memory hierarchy)")
 	cleanupWait = 5 * time.Second // how long Close waits for killed processes to leave
 )
@@ -55,14 +56,18 @@ type Cgroup struct {
 	Rel     string // path relative to the hierarchy roots, e.g. "/evictd-demo-123/web"
 	Memory  string // memory cgroup directory (v1 memory hierarchy, or the v2 dir)
 	Freezer string // v1 freezer directory; "" on v2
+	Pids    string // v1 pids directory ("" on v2, where Memory has the pids controller, and without a v1 pids hierarchy)
 }
 
 // Dirs are the directories a process must join.
 func (c Cgroup) Dirs() []string {
-	if c.Freezer == "" {
-		return []string{c.Memory}
+	dirs := []string{c.Memory}
+	for _, d := range []string{c.Freezer, c.Pids} {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
 	}
-	return []string{c.Memory, c.Freezer}
+	return dirs
 }
 
 // Sandbox is a parent cgroup with a memory limit and its children.
@@ -85,7 +90,12 @@ func New(rel string, limitBytes int64) (*Sandbox, error) {
 		return nil, err
 	}
 	if mode == V2 {
-		if err := os.WriteFile(filepath.Join(s.Parent.Memory, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+		// pids too where the hierarchy has it (the PID hold's pids.max).
+		ctrl := "+memory"
+		if cs, _ := cgroup.ReadCgroupControllers(s.Parent.Memory); slices.Contains(cs, "pids") {
+			ctrl += " +pids"
+		}
+		if err := cgroup.WriteFile(s.Parent.Memory, "cgroup.subtree_control", "4.5", ctrl); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("enable memory controller in %s: %w", s.Parent.Memory, err)
 		}
@@ -107,6 +117,9 @@ func (s *Sandbox) mk(name, rel string) (Cgroup, error) {
 		c.Memory = filepath.Join(V1Memory, rel)
 		if _, err := os.Stat(V1Freezer); err == nil {
 			c.Freezer = filepath.Join(V1Freezer, rel)
+		}
+		if _, err := os.Stat(V1Pids); err == nil {
+			c.Pids = filepath.Join(V1Pids, rel)
 		}
 	}
 	for _, d := range c.Dirs() {
@@ -211,7 +224,7 @@ func (s *Sandbox) Close() error {
 		}
 		if c.Freezer != "" {
 			// A frozen cgroup cannot be emptied: thaw first.
-			os.WriteFile(filepath.Join(c.Freezer, "freezer.state"), []byte("THAWED"), 0)
+			cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.Thawed)
 		}
 		killAll(c.Dirs())
 	}
