@@ -200,6 +200,11 @@ type softKill struct {
 	done   chan softKillResult
 	// escalated: a hard eviction of the same pod took over
 	escalated bool
+	// ended: the kill returned (through the API: the eviction was
+	// accepted) and the pod is terminating; the soft eviction counts as in
+	// progress until the pod source no longer lists it, or until.
+	ended bool
+	until time.Time
 }
 
 type softKillResult struct {
@@ -368,7 +373,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		var softDone <-chan softKillResult
-		if a.soft != nil {
+		if a.soft != nil && !a.soft.ended {
 			softDone = a.soft.done
 		}
 		// The timer runs at the interval, or sooner when a soft threshold's
@@ -392,11 +397,12 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
 			}
 		case r := <-softDone:
-			// The background kill is over: wait for the pod to be gone
-			// and synchronize at once, as after any eviction.
-			if pod := a.softKillDone(r); pod != nil {
-				a.waitForCleanup(ctx, []policy.PodRef{*pod})
-			}
+			// The background kill is over: synchronize at once, as after
+			// any eviction. The loop does not wait for the pod's cleanup
+			// here (Kubernetes mode's kill returns when the API accepted
+			// it, and the pod terminates for its grace period): the soft
+			// eviction stays in progress until the pod is gone.
+			a.softKillDone(r)
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 		}
 	}
@@ -417,16 +423,17 @@ func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, act Action, ev 
 }
 
 // softKillDone records the end of the background kill: the one log line of
-// its end and its metric. It returns the pod to wait for, or nil when the
-// kill failed or a hard eviction of the same pod took over.
-func (a *Agent) softKillDone(r softKillResult) *policy.PodRef {
+// its end and its metric. The soft eviction stays in progress (later soft
+// decisions wait) until the pod source no longer lists the pod
+// (softGone), unless the kill failed or a hard eviction took over.
+func (a *Agent) softKillDone(r softKillResult) {
 	sk := a.soft
-	a.soft = nil
 	sk.cancel()
 	act := sk.act
 	if sk.escalated {
+		a.soft = nil
 		a.log.Info("background soft eviction ended: a hard eviction of the pod took over", "pod", act.Pod.Namespace+"/"+act.Pod.Name)
-		return nil
+		return
 	}
 	act.Result = &r.res
 	if r.err != nil {
@@ -435,12 +442,29 @@ func (a *Agent) softKillDone(r softKillResult) *policy.PodRef {
 	a.log.Info("background soft eviction ended", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "method", r.res.Method,
 		"gone", r.res.Gone, "took", r.res.Took, "err", act.Error)
 	if act.Error != "" || a.cfg.DryRun {
-		return nil
+		a.soft = nil
+		return
 	}
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.evicted(act.Signal)
 	}
-	return &act.Pod
+	sk.ended, sk.until = true, a.cfg.Clock.Now().Add(act.Grace+cleanupTimeout)
+}
+
+// softGone ends a soft eviction whose kill has returned once its pod is no
+// longer listed (or after its grace period and the kubelet's cleanup wait).
+func (a *Agent) softGone(active []*v1.Pod) {
+	sk := a.soft
+	if sk == nil || !sk.ended {
+		return
+	}
+	if anyListed(active, []policy.PodRef{sk.act.Pod}) {
+		if a.cfg.Clock.Now().Before(sk.until) {
+			return
+		}
+		a.log.Warn("softly evicted workload still present after its grace period and the cleanup wait", "pod", sk.act.Pod.Namespace+"/"+sk.act.Pod.Name)
+	}
+	a.soft = nil
 }
 
 // stopSoftKill cancels a background kill when the loop ends and waits for
@@ -449,8 +473,10 @@ func (a *Agent) stopSoftKill() {
 	if a.soft == nil {
 		return
 	}
-	a.soft.cancel()
-	<-a.soft.done
+	if !a.soft.ended {
+		a.soft.cancel()
+		<-a.soft.done
+	}
 	a.soft = nil
 }
 
@@ -523,6 +549,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		pods = nil
 	} else {
 		a.releaseHolds(pods)
+		a.softGone(pods)
 	}
 	host := a.hostMemory(ctx)
 	now := clk.Now()
@@ -603,8 +630,12 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 				}
 			}
 			if act.Escalated && err == nil {
-				a.soft.escalated = true
-				a.soft.cancel() // its wait is over; the pod is gone
+				if a.soft.ended {
+					a.soft = nil // nothing waits any more: the hard eviction is the one in progress
+				} else {
+					a.soft.escalated = true
+					a.soft.cancel() // its wait is over; the pod is gone
+				}
 			}
 		}
 		a.logEviction(trig, *act, d)

@@ -208,3 +208,102 @@ func TestHardPreemptsSoft(t *testing.T) {
 		}
 	})
 }
+
+// apiWorld is world whose kills return at once but whose pods stay listed
+// until a kill with the hard grace: Kubernetes mode's evictor returns when
+// the API server accepted the eviction, and the pod terminates for its
+// grace period.
+type apiWorld struct {
+	*world
+	mu    sync.Mutex
+	calls []string
+}
+
+func (a *apiWorld) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, ev policy.Eviction) (EvictResult, error) {
+	a.mu.Lock()
+	a.calls = append(a.calls, fmt.Sprintf("%s grace=%v at=%v", pod.Name, grace, a.clock.Now().Sub(t0)))
+	a.mu.Unlock()
+	if grace > time.Second {
+		return EvictResult{Method: "fake API (terminating)"}, nil
+	}
+	return a.world.Evict(ctx, pod, grace, ev)
+}
+
+func (a *apiWorld) kills() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.calls, "; ")
+}
+
+// With hard-preempts-soft, a soft eviction whose pod is still terminating
+// is in progress: the next soft decision waits for it (no second eviction
+// of the same pod), and a hard one is carried out at once, with the hard
+// grace, on that pod.
+func TestHardPreemptsSoftTerminatingPod(t *testing.T) {
+	clock := &fakeClock{now: t0, manual: true}
+	w := &apiWorld{world: newWorld(clock)}
+	w.ws["besteffort"] = 400 * mi
+	w.pods = w.pods[:3]
+	var hard bool
+	w.avail = func(time.Time) int64 {
+		if hard {
+			return 500 * mi
+		}
+		return 1500 * mi
+	}
+	eng := engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
+		map[string]string{"memory.available": "30s"}, 3600)
+	cfg := eng.Config()
+	cfg.Profile = policy.Profile{HardPreemptsSoft: true}
+	eng, _ = policy.NewEngine(cfg, policy.Filesystems{})
+	waker := notify.NewWaker()
+	recs := make(chan Record, 64)
+	a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+		OnRecord: func(r Record) { recs <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { a.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	next := func() Record {
+		t.Helper()
+		select {
+		case r := <-recs:
+			return r
+		case <-time.After(30 * time.Second): // hang guard only
+			t.Fatalf("no synchronize; kills %s", w.kills())
+		}
+		return Record{}
+	}
+	wake := func(at time.Duration) {
+		clock.mu.Lock()
+		clock.now = t0.Add(at)
+		clock.mu.Unlock()
+		waker.Wake(notify.Wake{Source: "test", At: clock.Now()})
+	}
+	next() // soft met, in grace
+	wake(31 * time.Second)
+	if r := next(); len(r.Actions) != 1 || !r.Actions[0].Background {
+		t.Fatalf("soft eviction: %+v", r.Actions)
+	}
+	// After the kill returned: the same stats, not acted on twice (the
+	// kubelet's stale-stats rule), and no wait for the pod's cleanup.
+	if r := next(); r.Trigger.Reason != "after-eviction" || len(r.Actions) != 0 {
+		t.Fatalf("after the soft kill returned: %s, %+v", r.Trigger.Reason, r.Actions)
+	}
+	wake(41 * time.Second) // fresh stats: the pod still terminates
+	if r := next(); len(r.Actions) != 1 || r.Actions[0].Deferred == "" {
+		t.Fatalf("the next soft decision on the terminating pod: %+v", r.Actions)
+	}
+	hard = true
+	wake(51 * time.Second)
+	r := next()
+	if len(r.Actions) != 1 || !r.Actions[0].Escalated || r.Actions[0].Grace != time.Second {
+		t.Fatalf("hard decision: %+v", r.Actions)
+	}
+	if got, want := w.kills(), "besteffort grace=10s at=31s; besteffort grace=1s at=51s"; got != want {
+		t.Fatalf("kills %q, want %q", got, want)
+	}
+}
