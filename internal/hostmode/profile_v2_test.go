@@ -160,15 +160,17 @@ func TestReclaimFirstV2(t *testing.T) {
 		t.Fatalf("reclaim-first: reclaim sufficient %v, evictions %v, after reclaim %+v",
 			rec.Decision.ReclaimSufficient, evictedNames(rec), rec.Decision.AfterReclaim)
 	}
+	// The page cache is what went: at least what the working set had to
+	// shrink by (the kernel reclaims in batches, often more).
 	after := readStat(t, cache.Memory, "memory.stat")
-	if after["active_file"]+after["inactive_file"] >= before["active_file"]+before["inactive_file"]-32<<20 {
-		t.Fatalf("file pages %d → %d: the reclaim did not drop the page cache",
-			before["active_file"]+before["inactive_file"], after["active_file"]+after["inactive_file"])
+	fileBefore, fileAfter := before["active_file"]+before["inactive_file"], after["active_file"]+after["inactive_file"]
+	if fileBefore-fileAfter < rec.Decision.MemoryReclaim.Bytes {
+		t.Fatalf("file pages %d → %d: less than the %d the working set had to shrink by", fileBefore, fileAfter, rec.Decision.MemoryReclaim.Bytes)
 	}
 	if a := readInt(t, anon.Memory, "memory.current"); a < 20<<20 {
 		t.Fatalf("the anonymous workload went from 24Mi to %d: reclaim should take page cache, not push anon out", a)
 	}
-	t.Logf("file pages %d → %d; %s", before["active_file"]+before["inactive_file"], after["active_file"]+after["inactive_file"], rec.Actions[0].Message)
+	t.Logf("file pages %d → %d (the shortfall was %d); %s", fileBefore, fileAfter, rec.Decision.MemoryReclaim.Bytes, rec.Actions[0].Message)
 }
 
 // swap-aware (kubernetes/enhancements#2400; kubernetes#128137, #129578). With
