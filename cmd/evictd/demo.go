@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/internal/agent"
@@ -90,7 +87,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	opts := demo.Options{Out: narration, Exe: exe}
 	if *logPath != "" {
-		dl, err := agent.OpenDecisionLog(*logPath)
+		dl, err := agent.OpenDecisionLog(*logPath, agent.DecisionLogOptions{})
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd demo: --decision-log: %v\n", err)
 			return exitError
@@ -98,7 +95,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		defer dl.Close()
 		opts.DecisionLog = dl
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cleanupContext()
 	defer stop()
 	sum, err := demo.Run(ctx, opts)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -58,10 +56,16 @@ memoryReservationPolicy and memoryThrottlingFactor and the workloads file.
 Values are left in place at stop; "evictd qos --live" compares them with
 what is written now (docs/qos.md).
 
-Each decision that has something to say is appended to the decision log as
-one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
-and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
-action and per state change, nothing per tick.
+Each decision that acted or changed something is appended to the decision
+log as one JSON line (the data "evictd explain -o json" prints; the ranking
+only where a pod was evicted), with a heartbeat every 30 s while pressure
+stays; the file rotates at --decision-log-max-size, keeping
+--decision-log-keep old ones. Prometheus metrics and /healthz are served on
+127.0.0.1:9847 by default. Logs: one line per action and per state change,
+nothing per tick. Every output goes through a bounded queue: a slow disk or
+a stalled pipe costs records (evictd_output_dropped_total), never a
+decision, a kill or a stop. The decision log and the state file must be
+regular files (a link, a FIFO or a device is refused).
 
 When a hard memory or PID threshold picks a victim, its growth is stopped
 before anything else is done (--stop-growth): memory.high at its usage on
@@ -76,8 +80,11 @@ and the metrics address, and exits.
 
 One agent per workload root: a second one on the same root, or on a cgroup
 inside or around it, is refused with the first one's PID. SIGHUP reloads the
-workloads file (a file with an error is logged and the running one kept);
-SIGINT and SIGTERM stop the agent cleanly.
+workloads file (a file with an error is logged and the running one kept) and
+reopens the decision log. SIGINT and SIGTERM stop the agent cleanly; an
+eviction whose grace period runs then finishes within --stop-timeout, or the
+next start finishes it at its deadline (a stop never shortens a grace
+period).
 
 --profile kubelet (the default) makes every decision the kubelet's. --profile
 extended, or a list of its behaviours, adds what kubelet users have asked for
@@ -143,6 +150,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
+	outFlags := registerOutputFlags(fs)
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
 	profile := registerProfileFlag(fs)
@@ -183,9 +191,20 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail("--log-format %q: want text or json", *logFormat)
 	}
+	if err := outFlags.check(); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
+		return fail("%v", err)
+	}
+	if !*dryRun {
+		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
+			return fail("%v", err)
+		}
+	}
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth,
+			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -195,14 +214,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		*root = "/"
 	} else if err := checkWorkloadRoot(*root, *dryRun, *allowRoot); err != nil {
-		return fail("%v", err)
-	}
-	if !*dryRun {
-		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
 		return fail("%v", err)
 	}
 	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
@@ -224,11 +235,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
+	log, logw := runLogger(*logFormat, stderr)
+	defer logw.Close(agent.DefaultFlushTimeout)
 	for _, w := range warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
@@ -238,6 +246,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		Hooks: hooks, Log: log, NoGrowthStop: !*stopGrowth,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
 		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
+		StopTimeout: outFlags.stop(),
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
@@ -265,16 +274,18 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	// Until the reload is wired below, a SIGHUP must not end the agent.
 	signal.Ignore(syscall.SIGHUP)
-	if *decisionLog != "" {
-		dl, err := agent.OpenDecisionLog(*decisionLog)
-		if err != nil {
-			return fail("--decision-log: %v", err)
-		}
+	reloads := agent.NewReloader(log)
+	dl, err := openDecisionLog(*decisionLog, outFlags, reloads)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if dl != nil {
 		defer dl.Close()
 		opts.DecisionLog = dl
 	}
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
+		countDrops(logw, opts.Metrics)
 	}
 	h, err := hostmode.New(opts)
 	if err != nil {
@@ -288,9 +299,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		defer srv.Close()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := runSignals()
 	defer stop()
-	reloads := agent.NewReloader(log)
 	if *workloadsPath != "" {
 		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
 	}

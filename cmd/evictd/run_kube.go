@@ -9,9 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +72,7 @@ type runShared struct {
 	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
 	profile                                                    policy.Profile
+	outputs                                                    *outputFlags
 }
 
 // kubePolicyConfig reads the kubelet's configuration file leniently (a
@@ -139,11 +138,8 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
 		return exitError
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if sh.logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
+	log, logw := runLogger(sh.logFormat, stderr)
+	defer logw.Close(agent.DefaultFlushTimeout)
 	cfgPath, explicit := sh.configPath, sh.configPath != ""
 	if !explicit {
 		cfgPath = defaultKubeletConfig
@@ -167,12 +163,12 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
 		NoGrowthStop: sh.noGrowthStop,
-		Switches:     sh.switches,
+		Switches:     sh.switches, StopTimeout: sh.outputs.stop(),
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := runSignals()
 	defer stop()
 	if sh.check {
 		n, err := kube.New(ctx, o)
@@ -192,16 +188,20 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if sh.decisionLog != "" {
-		dl, err := agent.OpenDecisionLog(sh.decisionLog)
-		if err != nil {
-			return fail("--decision-log: %v", err)
-		}
+	// A SIGHUP must not end the agent: it reopens the decision log.
+	reloads := agent.NewReloader(log)
+	defer reloadOnSIGHUP(reloads)()
+	dl, err := openDecisionLog(sh.decisionLog, sh.outputs, reloads)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if dl != nil {
 		defer dl.Close()
 		o.DecisionLog = dl
 	}
 	if sh.metricsAddr != "" {
 		o.Metrics = agent.NewMetrics()
+		countDrops(logw, o.Metrics)
 	}
 	n, err := kube.New(ctx, o)
 	if err != nil {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -119,7 +116,7 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		progress = stderr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cleanupContext()
 	defer stop()
 	o := selftest.Options{Policy: cfg, Source: source, Rates: rs, Trials: *trials, Exe: exe, MaxPSISomeAvg10: *maxPSI}
 	p, err := selftest.Prepare(ctx, o)

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -183,7 +181,7 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	if err != nil {
 		return fail("%v", err)
 	}
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sig, stop := cleanupContext()
 	defer stop()
 	ctx, cancel := context.WithTimeout(sig, *k.timeout)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -153,15 +154,21 @@ type Config struct {
 	Clock    Clock            // nil: wall clock
 	Interval time.Duration    // 0: DefaultInterval
 	Log      *slog.Logger     // nil: slog.Default()
-	// DecisionLog receives one record per synchronize that has anything to
-	// say (a threshold met, an eviction, a condition change, an error).
+	// DecisionLog receives a record for every synchronize that changed
+	// something or acted, and a heartbeat under steady pressure (logFilter),
+	// through its queue: never written on the loop.
 	DecisionLog *DecisionLog
 	Metrics     *Metrics
-	// StateFile persists the engine state at the end of every synchronize
-	// (not in a dry run), atomically: a temporary file, fsync, rename, fsync
-	// of the directory ("" = none).
+	// StateFile persists the engine state (and an eviction in progress)
+	// when it changed (not in a dry run), off the loop and atomically: a
+	// temporary file, fsync, rename, fsync of the directory ("" = none).
 	StateFile string
 	DryRun    bool
+	// StopTimeout is how long, after Run's context ends, an eviction in
+	// progress may still run to finish its grace period (0:
+	// DefaultStopTimeout; negative: none, the stop cuts the wait and the
+	// next start finishes it).
+	StopTimeout time.Duration
 	// OnRecord, when set, sees every record (also the quiet ones): the
 	// demo narrates from it.
 	OnRecord func(Record)
@@ -186,6 +193,16 @@ type Agent struct {
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
 	holdsFile *HoldsFile                  // nil without a state file or in a dry run
 	oom       oomWatch
+
+	state     *stateWriter // nil without a state file or in a dry run
+	logFilter logFilter
+	// killCtx is what evictions run under while Run runs (killContext).
+	killCtx   context.Context
+	evMu      sync.Mutex
+	pending   *PendingEviction // the eviction whose grace period runs now
+	busyUntil atomic.Int64     // unix nanoseconds; /healthz counts the agent as working until then
+	// resumePending is an eviction the last run left unfinished.
+	resumePending *PendingEviction
 	// soft is the soft eviction whose kill runs in the background while
 	// the loop goes on (profile hard-preempts-soft); nil otherwise.
 	soft *softKill
@@ -205,6 +222,9 @@ type softKill struct {
 	// progress until the pod source no longer lists it, or until.
 	ended bool
 	until time.Time
+	// pending is its record for the state file; kctx its kill's context.
+	pending *PendingEviction
+	kctx    context.Context
 }
 
 type softKillResult struct {
@@ -232,25 +252,41 @@ func New(cfg Config) (*Agent, error) {
 		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
 	}
 	if cfg.StateFile != "" {
-		st, warn := LoadState(cfg.StateFile)
+		f, warn := loadStateFile(cfg.StateFile)
 		switch {
 		case warn != nil:
 			a.log.Warn("engine state not restored; starting fresh", "file", cfg.StateFile, "err", warn)
-		case st != nil:
+		case f != nil:
+			st := &f.State
 			if err := cfg.Engine.Restore(*st); err != nil {
 				a.log.Warn("engine state does not fit this configuration; starting fresh", "file", cfg.StateFile, "err", err)
 			} else {
 				a.lastConds = st.NodeConditions
 				a.log.Info("engine state restored", "file", cfg.StateFile, "conditions", st.NodeConditions, "thresholds_met", len(st.FirstObserved))
 			}
+			if f.Evicting != nil && !cfg.DryRun {
+				a.resumePending = f.Evicting
+				a.pending = f.Evicting
+				a.setBusy(f.Evicting.Deadline.Add(evictBusySlack))
+			}
 		}
+		if !cfg.DryRun {
+			a.state = newStateWriter(cfg.StateFile, func(err error) { a.noteOutput(stageStateFile, err) })
+		}
+	}
+	if cfg.DecisionLog != nil {
+		var dropped func()
+		if cfg.Metrics != nil {
+			dropped = cfg.Metrics.OutputDropped.WithLabelValues(OutputDecisionLog).Inc
+		}
+		cfg.DecisionLog.setHooks(func(err error) { a.noteOutput(stageDecisionLog, err) }, dropped)
 	}
 	return a, nil
 }
 
 // Trigger says why a synchronize ran.
 type Trigger struct {
-	Reason string    `json:"reason"`           // "start", "timer", "grace", "wake", "after-eviction"
+	Reason string    `json:"reason"`           // "start", "timer", "grace", "wake", "after-eviction", "resume"
 	Source string    `json:"source,omitempty"` // the notifier, for wake-ups
 	At     time.Time `json:"at"`               // when the trigger was seen
 }
@@ -265,6 +301,10 @@ type Record struct {
 	// TriggerToDecision is how long after the trigger the decision was made.
 	TriggerToDecision time.Duration `json:"triggerToDecisionNs"`
 	DryRun            bool          `json:"dryRun,omitempty"`
+	// Omitted is how many synchronizes since the previous record of the
+	// decision log were left out of it because nothing but the observed
+	// amounts changed (logFilter).
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Action is one thing the agent did for a Decision.
@@ -347,6 +387,11 @@ type GrowthStop struct {
 // tick, every wake-up and when a grace period runs out; after an eviction it waits (bounded) for the pod
 // to be gone and synchronizes again at once, as the kubelet does.
 func (a *Agent) Run(ctx context.Context) error {
+	kctx, stopKills := a.killContext(ctx)
+	a.killCtx = kctx
+	defer stopKills()
+	defer a.flushState()
+	a.resume(ctx)
 	clk := a.cfg.Clock
 	var wake <-chan notify.Wake
 	if a.cfg.Waker != nil {
@@ -368,6 +413,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		if evicted := evictedPods(rec); len(evicted) > 0 {
+			a.setBusy(clk.Now().Add(cleanupTimeout + evictBusySlack))
 			a.waitForCleanup(ctx, evicted)
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 			continue
@@ -411,10 +457,24 @@ func (a *Agent) Run(ctx context.Context) error {
 // startSoftKill runs a soft eviction's kill in the background (profile
 // hard-preempts-soft): the loop goes on synchronizing meanwhile, so that a
 // hard threshold is acted on at once instead of after the soft eviction's
-// grace period (kubernetes#123872).
+// grace period (kubernetes#123872). The eviction in progress is recorded as
+// any is (state file, /healthz), here on the loop's goroutine; only the
+// evictor's call runs on the other, under the kill context (a stop lets it
+// finish its grace period, as any eviction).
 func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, act Action, ev policy.Eviction) {
-	kctx, cancel := context.WithCancel(ctx)
-	sk := &softKill{pod: act.pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1)}
+	now := a.cfg.Clock.Now()
+	p := &PendingEviction{Pod: act.Pod, Eviction: ev, Grace: act.Grace, Started: now, Deadline: now.Add(act.Grace)}
+	a.setPending(p)
+	if act.Grace > 0 {
+		a.log.Info("eviction started; waiting for the workload to exit within its grace period",
+			"pod", act.Pod.Namespace+"/"+act.Pod.Name, "signal", act.Signal, "grace", act.Grace, "deadline", p.Deadline.UTC())
+	}
+	base := a.killCtx
+	if base == nil {
+		base = ctx
+	}
+	kctx, cancel := context.WithCancel(base)
+	sk := &softKill{pod: act.pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1), pending: p, kctx: kctx}
 	a.soft = sk
 	go func() {
 		res, err := a.cfg.Evictor.Evict(kctx, sk.pod, act.Grace, ev)
@@ -428,7 +488,11 @@ func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, act Action, ev 
 // (softGone), unless the kill failed or a hard eviction took over.
 func (a *Agent) softKillDone(r softKillResult) {
 	sk := a.soft
+	cut := r.err != nil && sk.kctx.Err() != nil && !sk.escalated
 	sk.cancel()
+	if a.currentEviction() == sk.pending && !cut {
+		a.setPending(nil)
+	}
 	act := sk.act
 	if sk.escalated {
 		a.soft = nil
@@ -441,7 +505,7 @@ func (a *Agent) softKillDone(r softKillResult) {
 	}
 	a.log.Info("background soft eviction ended", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "method", r.res.Method,
 		"gone", r.res.Gone, "took", r.res.Took, "err", act.Error)
-	if act.Error != "" || a.cfg.DryRun {
+	if act.Error != "" {
 		a.soft = nil
 		return
 	}
@@ -467,15 +531,22 @@ func (a *Agent) softGone(active []*v1.Pod) {
 	a.soft = nil
 }
 
-// stopSoftKill cancels a background kill when the loop ends and waits for
-// it (the killer never leaves a kill half-done).
+// stopSoftKill waits, when the loop ends, for a background kill still
+// running: like any eviction in progress at a stop it may finish its grace
+// period within the stop timeout (the kill context); cut by the timeout, it
+// stays in the state file for the next start to finish.
 func (a *Agent) stopSoftKill() {
-	if a.soft == nil {
+	sk := a.soft
+	if sk == nil || sk.ended {
 		return
 	}
-	if !a.soft.ended {
-		a.soft.cancel()
-		<-a.soft.done
+	r := <-sk.done
+	if r.err != nil && sk.kctx.Err() != nil {
+		a.log.Warn("the stop's timeout ended the wait for the grace period; the next start finishes this eviction at its deadline",
+			"pod", sk.act.Pod.Namespace+"/"+sk.act.Pod.Name, "deadline", sk.pending.Deadline.UTC())
+		a.flushState()
+	} else {
+		a.softKillDone(r)
 	}
 	a.soft = nil
 }
@@ -587,6 +658,10 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			// The engine never picks one; this guard keeps a future bug
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
+		case ctx.Err() != nil:
+			// Stopping: an eviction begun now could not finish before the
+			// exit; the next start decides again.
+			act.Error = "not started: evictd is stopping"
 		default:
 			act.Stop = a.hold(trig, act.pod, ev)
 		}
@@ -596,11 +671,16 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	for i := range acts {
 		act := &acts[i]
 		ev := d.Evictions[i]
+		if act.Error == "" && ctx.Err() != nil {
+			// The stop came during an earlier eviction of this decision.
+			act.Error = "not started: evictd is stopping"
+			a.release(act.pod.UID, act.Stop, "evictd is stopping")
+		}
 		if act.Error == "" && a.soft != nil && !ev.Immediate {
 			// Profile hard-preempts-soft: soft evictions still go one at a
-			// time; this one waits for the kill in the background.
+			// time; this one waits for the one in progress.
 			act.Deferred = "the soft eviction of " + a.soft.act.Pod.Namespace + "/" + a.soft.act.Pod.Name +
-				" is still waiting out its grace period"
+				" is still in progress"
 			rec.Actions = append(rec.Actions, *act)
 			continue
 		}
@@ -616,11 +696,11 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 				continue
 			}
 			if a.soft != nil && a.soft.act.Pod == ev.Pod {
-				// A hard threshold picked the pod whose soft kill is still
-				// waiting: the kill is escalated to the hard grace period.
+				// A hard threshold picked the pod whose soft eviction is
+				// still in progress: its kill is escalated to the hard grace.
 				act.Escalated = true
 			}
-			res, err := a.cfg.Evictor.Evict(ctx, act.pod, act.Grace, ev)
+			res, err := a.evict(ctx, act.pod, *act, ev)
 			act.Result = &res
 			a.watchOOM(&rec, act)
 			if err != nil {
@@ -631,7 +711,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			}
 			if act.Escalated && err == nil {
 				if a.soft.ended {
-					a.soft = nil // nothing waits any more: the hard eviction is the one in progress
+					a.soft = nil // nothing waits any more: the hard eviction took over
 				} else {
 					a.soft.escalated = true
 					a.soft.cancel() // its wait is over; the pod is gone
@@ -663,17 +743,39 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.observe(rec, clk.Now().Sub(start))
 	}
-	if a.cfg.StateFile != "" && !a.cfg.DryRun {
-		a.noteOutput(stageStateFile, SaveState(a.cfg.StateFile, eng.State()))
-	}
-	if a.cfg.DecisionLog != nil && interesting(rec) {
-		a.noteOutput(stageDecisionLog, a.cfg.DecisionLog.Write(rec))
+	a.saveState()
+	if out, ok := a.logFilter.pass(rec); ok {
+		a.writeRecord(out)
 	}
 	if a.cfg.OnRecord != nil {
 		a.cfg.OnRecord(rec)
 	}
 	a.noteObserve(now, perr, serr)
 	return rec
+}
+
+// saveState hands the engine state and the eviction in progress to the
+// state writer (written off the loop, and only when it changed).
+func (a *Agent) saveState() {
+	if a.state == nil {
+		return
+	}
+	a.state.save(stateFile{Version: stateVersion, State: a.cfg.Engine.State(), Evicting: a.currentEviction()})
+}
+
+// flushState waits (bounded) for the state handed over to be on disk: at a
+// stop, and when an eviction is left for the next start.
+func (a *Agent) flushState() {
+	if a.state != nil && !a.state.flush(DefaultFlushTimeout) {
+		a.log.Warn("the state file was not written within the stop's flush timeout", "file", a.cfg.StateFile, "timeout", DefaultFlushTimeout)
+	}
+}
+
+// writeRecord queues a record for the decision log.
+func (a *Agent) writeRecord(r Record) {
+	if a.cfg.DecisionLog != nil {
+		a.cfg.DecisionLog.Log(r)
+	}
 }
 
 // GrowthStopResource is what an eviction's growth stop holds: memory and
@@ -787,11 +889,6 @@ func (a *Agent) releaseHolds(active []*v1.Pod) {
 	}
 }
 
-func interesting(r Record) bool {
-	d := r.Decision
-	return len(d.Met) > 0 || len(d.Evictions) > 0 || d.Error != "" || len(r.Actions) > 0 || len(d.NodeConditions) > 0 || len(d.SkippedCritical) > 0
-}
-
 func findPod(pods []*v1.Pod, ref policy.PodRef) *v1.Pod {
 	for _, p := range pods {
 		if p.Name == ref.Name && p.Namespace == ref.Namespace && (ref.UID == "" || string(p.UID) == ref.UID) {
@@ -835,7 +932,7 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
 	case act.Escalated:
-		a.log.Info("evicted: a hard threshold escalated the soft eviction still in its grace period (profile hard-preempts-soft)", attrs...)
+		a.log.Info("evicted: a hard threshold escalated the soft eviction still in progress (profile hard-preempts-soft)", attrs...)
 	default:
 		a.log.Info("evicted", attrs...)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -14,15 +15,6 @@ import (
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 )
-
-// syncBuffer is a bytes.Buffer the agent's goroutine writes and the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // slowWorld is world whose soft kills take their grace period: a kill with
 // a grace above the hard one (1 s) blocks until the test releases it, the
@@ -132,7 +124,7 @@ func TestHardPreemptsSoft(t *testing.T) {
 		first := make(chan struct{})
 		var once sync.Once
 		a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker,
-			Log: logTo(&logs.b), OnRecord: func(Record) { once.Do(func() { close(first) }) }})
+			Log: slog.New(slog.NewTextHandler(&logs, nil)), OnRecord: func(Record) { once.Do(func() { close(first) }) }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,6 +59,8 @@ type Options struct {
 	DecisionLog *agent.DecisionLog
 	Metrics     *agent.Metrics
 	Log         *slog.Logger
+	// StopTimeout: agent.Config.StopTimeout.
+	StopTimeout time.Duration
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 }
@@ -74,6 +76,7 @@ type Node struct {
 	Collector *collect.Collector
 	// DiskStats says where disk stats come from ("" when they are off).
 	DiskStats string
+	posts     *agent.Queue[func()] // Events, created off the loop
 }
 
 // New connects to the API server, lists the node's pods, and wires the
@@ -176,7 +179,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	// held pod knows it is held (on v1 it then needs no freezer).
 	k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 	k.DryRun = dry
-	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir}
+	k.ThawLeft(filepath.Join(memRoot, col.PodsCgroup()))
+	n.posts = newPosts(o.Metrics)
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir, Posts: n.posts}
 	if !dry && o.LocalDeadline >= 0 {
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
 	}
@@ -189,11 +194,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
+			n.posts.Close(0)
 			return nil, err
 		}
 	}
 	onRecord := func(rec agent.Record) {
-		events.Record(rec)
+		postNodeEvents(n.posts, events, rec)
 		if n.Shadow != nil {
 			n.Shadow.Record(rec)
 		}
@@ -206,9 +212,11 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st, MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
+		StopTimeout: o.StopTimeout,
 	})
 	if err != nil {
 		wk.Close()
+		n.posts.Close(0)
 		return nil, err
 	}
 	n.Agent = a
@@ -224,6 +232,7 @@ const syncTimeoutDefault = 60 * time.Second
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Wakeups.Close()
 	defer n.Pods.Close()
+	defer n.posts.Close(agent.DefaultFlushTimeout)
 	return n.Agent.Run(ctx)
 }
 
@@ -231,6 +240,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Close() {
 	n.Wakeups.Close()
 	n.Pods.Close()
+	n.posts.Close(agent.DefaultFlushTimeout)
 }
 
 // filesystemsOf tells the kubelet's filesystem layout from its Summary: the

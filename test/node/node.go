@@ -64,6 +64,8 @@ type Cluster struct {
 	// Kubelet is the kubelet's HTTPS endpoint (https://127.0.0.1:PORT);
 	// KubeletRoot and PodLogs its root and pod log directories.
 	Kubelet, KubeletRoot, PodLogs string
+	// Containerd is containerd's socket (for ctr).
+	Containerd string
 	// Bin holds the Kubernetes binaries; Images the image archives and,
 	// in Images/bin, the static binaries they were made of (evictd too,
 	// built from the tree under test).
@@ -249,7 +251,8 @@ func load(repo, dir string) (*Cluster, error) {
 	}
 	c := &Cluster{Dir: dir, repo: repo, Node: "127.0.0.1", Kubeconfig: env["KUBECONFIG"],
 		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
-		Bin: env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
+		Containerd: env["EVICTD_NODE_CONTAINERD"],
+		Bin:        env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
 		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
 	for k, v := range map[string]string{"KUBECONFIG": c.Kubeconfig, "EVICTD_NODE_KUBELET": c.Kubelet, "EVICTD_NODE_CGROUP": c.Cgroup, "EVICTD_NODE_IMAGES": c.Images} {
 		if v == "" {

@@ -17,13 +17,14 @@
 //	                   threads at once (each a quarter of the size, at a
 //	                   quarter of the rate): "threads 2; alloc 4Gi" is a
 //	                   two-thread allocator at the machine's full speed
+//	await FILE         wait until FILE exists (a test's gate)
+//	cache /path 64Mi   write a 64 MiB file, sync it, and read it twice: 64 MiB
+//	                   of clean, active page cache charged to the hog's cgroup
+//	                   (reclaimable only on a filesystem with a device)
 //	leader-exit        the main thread exits alone (SYS_exit), leaving a
 //	                   zombie thread-group leader while the rest of the
 //	                   script goes on in another thread, as a process looks
 //	                   during a slow exit or after pthread_exit in main
-//	cache /path 64Mi   write a 64 MiB file, sync it, and read it twice: 64 MiB
-//	                   of clean, active page cache charged to the hog's cgroup
-//	                   (reclaimable only on a filesystem with a device)
 //
 // Memory is anonymous mmap touched page by page, so it is charged at once
 // and is invisible to the Go garbage collector.
@@ -48,6 +49,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/host"
 )
 
 // Environment variables that turn a re-executed binary into a hog.
@@ -75,12 +77,12 @@ var lifeline struct {
 
 // Step is one parsed script step.
 type Step struct {
-	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, threads, leader-exit, cache
-	Path  string // cache
+	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, threads, leader-exit, await, cache
 	Bytes int64
 	N     int   // threads
 	Rate  int64 // bytes per second (ramp)
 	Dur   time.Duration
+	Path  string // await, cache
 }
 
 // ParseScript parses a script; errors name the step and the value.
@@ -95,7 +97,7 @@ func ParseScript(s string) ([]Step, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
 		}
-		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "cache": 2}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "await": 1, "cache": 2}
 		n, ok := want[st.Op]
 		if !ok {
 			return nil, bad("unknown step")
@@ -117,6 +119,8 @@ func ParseScript(s string) ([]Step, error) {
 				}
 				st.Rate = r.Value()
 			}
+		case "await":
+			st.Path = f[1]
 		case "cache":
 			if !filepath.IsAbs(f[1]) {
 				return nil, bad("path %q is not absolute", f[1])
@@ -194,6 +198,21 @@ func watchLifeline(fd string) *os.File {
 	return f
 }
 
+// resetNice puts every thread of the hog at the ordinary scheduling
+// policy and nice 0: a hog is an ordinary workload, whatever the priority
+// of the agent or benchmark that started it (threads inherit their
+// creator's policy and nice value).
+func resetNice() {
+	tids, err := host.ReadTaskIDs("/proc", "self")
+	if err != nil {
+		return
+	}
+	for _, tid := range tids {
+		unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+		unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+	}
+}
+
 // MaybeRun runs the hog and exits if EnvScript is set; otherwise it returns.
 // Call it first thing in main (or TestMain).
 func MaybeRun() {
@@ -201,6 +220,7 @@ func MaybeRun() {
 	if !ok {
 		return
 	}
+	resetNice()
 	var life *os.File
 	if fd, ok := os.LookupEnv(EnvLifeline); ok {
 		life = watchLifeline(fd)
@@ -352,6 +372,13 @@ func (h *hogState) run(steps []Step) error {
 			syscall.Syscall(syscall.SYS_EXIT, 0, 0, 0)
 		case "sleep":
 			time.Sleep(st.Dur)
+		case "await":
+			for {
+				if _, err := os.Stat(st.Path); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 		case "hold":
 			for { // a sleeping timer, not select{}: the runtime calls that a deadlock
 				time.Sleep(time.Hour)
