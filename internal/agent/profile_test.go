@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +91,32 @@ func (s *slowWorld) setClock(d time.Duration) {
 	s.clock.mu.Unlock()
 }
 
+// softThenHard sets w up for the scripts below and returns their engine: a
+// hard threshold of 1Gi and a soft one of 2Gi (grace 30s,
+// evictionMaxPodGracePeriod an hour) with profile prof; 1500Mi available,
+// 500Mi once *hard is set. besteffort holds 400Mi: evicting it leaves
+// 900Mi, still below the hard threshold, so the burstable pod goes next.
+// The critical pod is left out: it only gets in the way here.
+func softThenHard(t *testing.T, w *world, hard *bool, prof policy.Profile) *policy.Engine {
+	t.Helper()
+	w.ws["besteffort"] = 400 * mi
+	w.pods = w.pods[:3]
+	w.avail = func(time.Time) int64 {
+		if *hard {
+			return 500 * mi
+		}
+		return 1500 * mi
+	}
+	cfg := engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
+		map[string]string{"memory.available": "30s"}, 3600).Config()
+	cfg.Profile = prof
+	eng, err := policy.NewEngine(cfg, policy.Filesystems{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
 // kubernetes#123872, scripted: a soft threshold (2Gi, grace 30s) evicts the
 // best-effort pod with its full termination grace period of an hour; five
 // minutes later the node is below the hard threshold (1Gi). The kubelet's
@@ -101,30 +129,15 @@ func TestHardPreemptsSoft(t *testing.T) {
 		w := &slowWorld{world: newWorld(clock), started: make(chan string, 8), released: map[string]chan struct{}{}}
 		// besteffort holds 400Mi: escalating its kill leaves 900Mi, still
 		// below the hard threshold, so the burstable pod goes next.
-		w.ws["besteffort"] = 400 * mi
 		w.pods[2] = mkPod("besteffort", 0, "", "", 3600, false)
-		w.pods = w.pods[:3] // no critical pod: it only gets in the way here
 		var hard bool
-		w.avail = func(time.Time) int64 {
-			if hard {
-				return 500 * mi
-			}
-			return 1500 * mi
-		}
-		eng := engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
-			map[string]string{"memory.available": "30s"}, 3600)
-		cfg := eng.Config()
-		cfg.Profile = prof
-		eng, err := policy.NewEngine(cfg, policy.Filesystems{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		eng := softThenHard(t, w.world, &hard, prof)
 		waker := notify.NewWaker()
 		var logs syncBuffer
 		first := make(chan struct{})
 		var once sync.Once
 		a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker,
-			Log: slog.New(slog.NewTextHandler(&logs, nil)), OnRecord: func(Record) { once.Do(func() { close(first) }) }})
+			Log: slog.New(slog.NewTextHandler(&logs, nil)), StopTimeout: -1, OnRecord: func(Record) { once.Do(func() { close(first) }) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,20 +247,8 @@ func (a *apiWorld) kills() string {
 func TestHardPreemptsSoftTerminatingPod(t *testing.T) {
 	clock := &fakeClock{now: t0, manual: true}
 	w := &apiWorld{world: newWorld(clock)}
-	w.ws["besteffort"] = 400 * mi
-	w.pods = w.pods[:3]
 	var hard bool
-	w.avail = func(time.Time) int64 {
-		if hard {
-			return 500 * mi
-		}
-		return 1500 * mi
-	}
-	eng := engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
-		map[string]string{"memory.available": "30s"}, 3600)
-	cfg := eng.Config()
-	cfg.Profile = policy.Profile{HardPreemptsSoft: true}
-	eng, _ = policy.NewEngine(cfg, policy.Filesystems{})
+	eng := softThenHard(t, w.world, &hard, policy.Profile{HardPreemptsSoft: true})
 	waker := notify.NewWaker()
 	recs := make(chan Record, 64)
 	a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
@@ -297,5 +298,61 @@ func TestHardPreemptsSoftTerminatingPod(t *testing.T) {
 	}
 	if got, want := w.kills(), "besteffort grace=10s at=31s; besteffort grace=1s at=51s"; got != want {
 		t.Fatalf("kills %q, want %q", got, want)
+	}
+}
+
+// A stop while a background soft kill waits out its grace period treats it
+// as any eviction in progress (issue 23's rule): within the stop timeout it
+// finishes; with no stop timeout it is cut, and stays in the state for the
+// next start.
+func TestHardPreemptsSoftStop(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		timeout  time.Duration
+		finished bool
+	}{{"finishes within the stop timeout", time.Minute, true}, {"cut without one", -1, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &fakeClock{now: t0, manual: true}
+			w := &slowWorld{world: newWorld(clock), started: make(chan string, 8), released: map[string]chan struct{}{}}
+			w.pods[2] = mkPod("besteffort", 0, "", "", 3600, false)
+			var hard bool
+			eng := softThenHard(t, w.world, &hard, policy.Profile{HardPreemptsSoft: true})
+			waker := notify.NewWaker()
+			first := make(chan struct{})
+			var once sync.Once
+			state := filepath.Join(t.TempDir(), "state.json")
+			a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+				StopTimeout: c.timeout, StateFile: state, OnRecord: func(Record) { once.Do(func() { close(first) }) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan struct{})
+			go func() { a.Run(ctx); close(ran) }()
+			<-first
+			w.setClock(31 * time.Second)
+			waker.Wake(notify.Wake{Source: "test", At: clock.Now()})
+			select {
+			case <-w.started: // the soft kill waits in the background
+			case <-time.After(30 * time.Second):
+				t.Fatal("no soft kill")
+			}
+			cancel()
+			if c.finished {
+				w.release("besteffort") // the workload exits within its grace period
+			}
+			select {
+			case <-ran:
+			case <-time.After(30 * time.Second): // hang guard only
+				t.Fatal("Run did not return after the stop")
+			}
+			if got := strings.Join(w.world.evicted, ","); (got == "besteffort") != c.finished {
+				t.Fatalf("evicted %q, want the kill finished: %v", got, c.finished)
+			}
+			b, _ := os.ReadFile(state)
+			if left := strings.Contains(string(b), `"evicting"`); left == c.finished {
+				t.Fatalf("state file after the stop (eviction left for the next start: %v):\n%s", left, b)
+			}
+		})
 	}
 }
