@@ -50,7 +50,7 @@ Example (as root):
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "[-o text|json] [--decision-log FILE]", demoHelp, stdout, stderr)
-	out := fs.String("o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
+	out := fs.StringP("output", "o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
 	logPath := fs.String("decision-log", "", "append the agent's decision records (JSON lines) to this file, for evictd report")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/fleet"
 	"github.com/evictd/evictd/internal/load"
@@ -91,24 +89,18 @@ func runKubectlPlugin(args []string, stdout, stderr io.Writer) int {
 }
 
 func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		w := fs.Output()
-		if name == "kubectl evictd" {
-			fmt.Fprintf(w, "Usage: kubectl evictd [flags] [NODE...]\n\n")
-		} else {
-			fmt.Fprintf(w, "Usage: evictd explain --cluster [flags] [NODE...]\n\n")
+	fs := newFlagSet("explain", "--cluster [flags] [NODE...]", explainClusterHelp, stdout, stderr)
+	if name == "kubectl evictd" {
+		fs.Usage = func() {
+			w := fs.Output()
+			fmt.Fprintf(w, "Usage: kubectl evictd [flags] [NODE...]\n\n%s\n\nFlags:\n", strings.TrimSpace(explainClusterHelp))
+			writeFlagUsages(w, fs)
 		}
-		fmt.Fprintln(w, strings.TrimSpace(explainClusterHelp))
-		fmt.Fprintln(w, "\nFlags:")
-		fs.PrintDefaults()
 	}
 	fs.Bool("cluster", name == "kubectl evictd", "explain every node of the cluster (or those selected) through the API server")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	kcontext := fs.String("context", "", "kubeconfig context (default: the current context)")
-	selector := fs.String("selector", "", "label selector for the nodes, e.g. node-role.kubernetes.io/worker=")
-	fs.StringVar(selector, "l", "", "shorthand for --selector")
+	selector := fs.StringP("selector", "l", "", "label selector for the nodes, e.g. node-role.kubernetes.io/worker=")
 	concurrency := fs.Int("concurrency", fleet.DefaultConcurrency, "nodes read at once")
 	timeout := fs.Duration("timeout", fleet.DefaultTimeout, "bound of each call for one node")
 	window := fs.Duration("window", fleet.DefaultWindow, "sampling window for each node's trend (the kubelet refreshes its memory stats about every 10s); 0 for one sample and no trend")
@@ -116,7 +108,7 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	direct := fs.String("kubelet-direct", string(fleet.DirectAuto), "ask a kubelet directly: auto (when the API server's proxy refuses its address), never, always")
 	kubeletCA := fs.String("kubelet-ca", "", "CA file for the kubelets' serving certificates on direct calls (default: the cluster's CA from the kubeconfig)")
 	insecure := fs.Bool("kubelet-insecure", false, "do not verify the kubelets' serving certificates on direct calls (your credentials then go to whatever answers at the node's address)")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	profile := registerProfileFlag(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
@@ -139,11 +131,6 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	if *insecure && *kubeletCA != "" {
 		return fail("--kubelet-ca and --kubelet-insecure exclude each other")
 	}
-	for _, n := range fs.Args() {
-		if strings.HasPrefix(n, "-") {
-			return fail("flag %q after the node names: put flags first", n)
-		}
-	}
 	rc, err := clusterRestConfig(*kubeconfig, *kcontext)
 	if err != nil {
 		return fail("%v", err)
@@ -159,9 +146,7 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	o := fleet.Options{Client: client, Rest: rc, Selector: *selector, Names: fs.Args(), Profile: profile.p,
 		Concurrency: *concurrency, Timeout: *timeout, Window: w, Samples: *samples,
 		Direct: d, KubeletCA: *kubeletCA, KubeletInsecure: *insecure}
-	if set := evFlags.Set(); len(set) > 0 {
-		o.Override = func(kc *kubeletconfigv1beta1.KubeletConfiguration) error { return evFlags.Apply(kc) }
-	}
+	o.Flags = evFlags
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rep, err := fleet.Inspect(ctx, o)

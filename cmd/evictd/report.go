@@ -55,7 +55,7 @@ Example:
 
 func runReport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("report", "DECISIONS.jsonl [-o FILE.html]", reportHelp, stdout, stderr)
-	out := fs.String("o", "-", "write the page to this file (\"-\": standard output)")
+	out := fs.StringP("output", "o", "-", "write the page to this file (\"-\": standard output)")
 	maxRows := fs.Int("max-rows", report.DefaultMaxRows, "list at most this many evictions in the table (the first and the last half)")
 	gap := fs.Duration("gap", report.DefaultMaxGap, "break the chart's lines where records are further apart than this")
 	skipBad := fs.Bool("skip-bad", false, "skip malformed records (counted, the first named on the page and on stderr) instead of failing on the first")

@@ -13,6 +13,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
@@ -68,9 +69,9 @@ decision, a kill or a stop. The decision log and the state file must be
 regular files (a link, a FIFO or a device is refused).
 
 When a hard memory or PID threshold picks a victim, its growth is stopped
-before anything else is done (--stop-growth): memory.high at its usage on
-cgroup v2, the OOM killer off and memory.limit_in_bytes just above the usage
-on v1, pids.max at its task count. The eviction then goes on exactly as the
+before anything else is done (--stop-growth): memory.high at its usage, then
+10% under it, on cgroup v2, the OOM killer off and memory.limit_in_bytes just
+above the usage on v1, pids.max at its task count. The eviction then goes on exactly as the
 kubelet's: SIGTERM, the grace period, the kill; the stop is undone if the
 eviction is abandoned, once the workload is gone, and when evictd stops.
 
@@ -110,6 +111,7 @@ Example:
 type hookFlag map[string][]actuate.Hook
 
 func (h hookFlag) String() string { return "" }
+func (h hookFlag) Type() string   { return "SIGNAL=COMMAND" }
 func (h hookFlag) Set(s string) error {
 	sig, cmd, ok := strings.Cut(s, "=")
 	if !ok || strings.TrimSpace(cmd) == "" {
@@ -125,7 +127,8 @@ func (h hookFlag) Set(s string) error {
 
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "[flags]", runHelp, stdout, stderr)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings; without it the kubelet's defaults apply")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings, or a /configz dump; without it the kubelet's defaults apply")
+	configDir := registerConfigDirFlag(fs)
 	root := fs.String("workload-root", "", `cgroup whose children are the workloads, relative to the memory hierarchy root, e.g. /workloads (required unless --dry-run, where it defaults to "/")`)
 	workloadsPath := fs.String("workloads", "", "workloads file (YAML or JSON) describing the workload cgroups; see docs/agent.md")
 	interval := fs.Duration("interval", agent.DefaultInterval, "period of the synchronize loop (the kubelet's evictionMonitoringPeriod)")
@@ -146,7 +149,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hooks := hookFlag{}
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
@@ -188,9 +190,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *hookTimeout <= 0 || *refresh < 0 || *psiStall < 0 {
 		return fail("--reclaim-timeout %s / --notifier-refresh %s / --psi-stall %s: want positive durations", *hookTimeout, *refresh, *psiStall)
 	}
-	if *logFormat != "text" && *logFormat != "json" {
-		return fail("--log-format %q: want text or json", *logFormat)
-	}
 	if err := outFlags.check(); err != nil {
 		return fail("%v", err)
 	}
@@ -202,9 +201,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	}
+	// The agent's lines go to stderr through a queue, so that a stalled
+	// stderr never stalls the loop (runLogger); klog's follow.
+	log, logw := runLogger(fs, stderr)
+	defer logw.Close(agent.DefaultFlushTimeout)
 	if *kf.on {
-		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
+		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -219,7 +222,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
 		return fail("%v", err)
 	}
-	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -235,9 +238,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	log, logw := runLogger(*logFormat, stderr)
-	defer logw.Close(agent.DefaultFlushTimeout)
-	for _, w := range warnings {
+	for _, w := range kc.Warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
 
@@ -252,7 +253,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.StateFile = *stateFile
 	}
 	if *memoryQoS {
-		qs, err := hostQoSSettings(*configPath)
+		qs, err := hostQoSSettings(kc)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -266,7 +267,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		ws, _ := h.Pods.Workloads()
 		h.Wakeups.Close()
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s), profile %s\n",
-			len(h.Engine().Thresholds()), source, h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
+			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/agent"
@@ -32,6 +32,9 @@ func (b *byteSize) String() string {
 	return resource.NewQuantity(b.n, resource.BinarySI).String()
 }
 
+// Type names the flag's value in --help.
+func (b *byteSize) Type() string { return "size" }
+
 func (b *byteSize) Set(s string) error {
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
@@ -52,7 +55,7 @@ type outputFlags struct {
 	stopTimeout *time.Duration
 }
 
-func registerOutputFlags(fs *flag.FlagSet) *outputFlags {
+func registerOutputFlags(fs *pflag.FlagSet) *outputFlags {
 	o := &outputFlags{maxSize: byteSize{agent.DefaultDecisionLogMaxSize}}
 	fs.Var(&o.maxSize, "decision-log-max-size", "rotate the decision log file when it would grow past this `size` (0: never); the files kept take at most this × (--decision-log-keep + 1)")
 	o.keep = fs.Int("decision-log-keep", agent.DefaultDecisionLogKeep, "rotated decision log files to keep (FILE.1 is the newest)")
@@ -87,13 +90,9 @@ func (o *outputFlags) stop() time.Duration {
 // so a log sink that stalls (a pipe nobody reads) drops lines instead of
 // stalling the loop. close writes what is queued, waiting at most
 // agent.DefaultFlushTimeout.
-func runLogger(format string, stderr io.Writer) (log *slog.Logger, w *agent.AsyncWriter) {
+func runLogger(fs *pflag.FlagSet, stderr io.Writer) (log *slog.Logger, w *agent.AsyncWriter) {
 	w = agent.NewAsyncWriter(stderr, 0)
-	var handler slog.Handler = slog.NewTextHandler(w, nil)
-	if format == "json" {
-		handler = slog.NewJSONHandler(w, nil)
-	}
-	return slog.New(handler), w
+	return commandLoggerTo(fs, w), w
 }
 
 // runSignals returns the context a run stops with: SIGINT and SIGTERM end

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/hostmode/selftest"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -96,15 +97,16 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	if *kf.on {
 		// --config names a file on the node, read in the pod; the
 		// eviction flags are checked here, on the kubelet's defaults.
-		if _, _, _, err := policyConfig("", evFlags); err != nil {
+		if _, _, err := policyConfig(kubeletconfig.Source{}, evFlags); err != nil {
 			return fail("%v", err)
 		}
 		return runSelftestKube(kf, *configPath, podArgs(fs), *asJSON, stdout, stderr)
 	}
-	cfg, source, _, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
+	source := kc.Describe()
 	if os.Geteuid() != 0 {
 		return fail("needs root to create cgroups")
 	}

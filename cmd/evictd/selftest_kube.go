@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
@@ -51,7 +51,7 @@ type selftestKubeFlags struct {
 // the path the pod mounts the node's file at).
 var kubeOnlyFlags = map[string]bool{"kubernetes": true, "kubeconfig": true, "node-name": true, "namespace": true, "image": true, "timeout": true, "config": true}
 
-func registerSelftestKubeFlags(fs *flag.FlagSet) *selftestKubeFlags {
+func registerSelftestKubeFlags(fs *pflag.FlagSet) *selftestKubeFlags {
 	ns, image := manifestDefaults()
 	return &selftestKubeFlags{
 		on:         fs.Bool("kubernetes", false, "run the test in a pod on --node-name of a Kubernetes cluster (docs/selftest.md)"),
@@ -81,9 +81,9 @@ func manifestDefaults() (namespace, image string) {
 
 // check reports a Kubernetes-mode flag given without --kubernetes, or
 // --kubernetes without a node.
-func (k *selftestKubeFlags) check(fs *flag.FlagSet) error {
+func (k *selftestKubeFlags) check(fs *pflag.FlagSet) error {
 	var stray []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if kubeOnlyFlags[f.Name] && f.Name != "kubernetes" && f.Name != "config" {
 			stray = append(stray, "--"+f.Name)
 		}
@@ -107,9 +107,9 @@ func (k *selftestKubeFlags) check(fs *flag.FlagSet) error {
 
 // podArgs are the selftest flags the user set that the pod's selftest
 // takes, as --name=value.
-func podArgs(fs *flag.FlagSet) []string {
+func podArgs(fs *pflag.FlagSet) []string {
 	var out []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if !kubeOnlyFlags[f.Name] {
 			out = append(out, "--"+f.Name+"="+f.Value.String())
 		}

@@ -43,9 +43,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
+	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -101,10 +102,11 @@ type Options struct {
 	// when set, are the only nodes inspected.
 	Selector string
 	Names    []string
-	// Eviction settings applied over each kubelet's running configuration
-	// (nil: none); Profile is evictd's policy profile.
-	Override func(*kubeletconfigv1beta1.KubeletConfiguration) error
-	Profile  policy.Profile
+	// Flags are eviction flags laid over each kubelet's running
+	// configuration (nil: none), as over a config file; Profile is evictd's
+	// policy profile.
+	Flags   *load.EvictionFlags
+	Profile policy.Profile
 
 	Concurrency int           // 0: DefaultConcurrency
 	Timeout     time.Duration // per call; 0: DefaultTimeout
@@ -348,17 +350,17 @@ func (o Options) inspect(ctx context.Context, n *v1.Node) Row {
 		return row
 	}
 	row.Source = k.source()
-	row.Config = "the kubelet's running configuration (/configz)"
-	if o.Override != nil {
-		if err := o.Override(kc); err != nil {
-			row.Error = err.Error()
-			return row
-		}
-		row.Config += " + eviction flags"
+	if err := kc.ApplyFlags(o.Flags, ""); err != nil {
+		row.Error = err.Error()
+		return row
 	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+	row.Config = kc.Describe()
+	for _, w := range kc.Warnings {
+		row.Notes = append(row.Notes, "the kubelet's configuration: "+w.Error()+" (accepted, as the kubelet accepts it)")
+	}
+	cfg, err := kc.Policy()
 	if err != nil {
-		row.Error = "the kubelet's configuration: " + err.Error()
+		row.Error = err.Error()
 		return row
 	}
 	cfg.Profile = o.Profile
@@ -753,12 +755,12 @@ func errText(err error) string {
 	return msg
 }
 
-func (k *kubeletReader) configz(ctx context.Context) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+func (k *kubeletReader) configz(ctx context.Context) (*kubeletconfig.Config, error) {
 	b, err := k.get(ctx, "configz")
 	if err != nil {
 		return nil, err
 	}
-	return decodeConfigz(b)
+	return kubeletconfig.ParseConfigz(b, "node "+k.node.Name+" /configz")
 }
 
 func (k *kubeletReader) summary(ctx context.Context) (*statsapi.Summary, error) {
@@ -771,27 +773,6 @@ func (k *kubeletReader) summary(ctx context.Context) (*statsapi.Summary, error) 
 		return nil, fmt.Errorf("decoding the Summary: %w", err)
 	}
 	return &s, nil
-}
-
-// decodeConfigz decodes the kubelet's /configz document,
-// {"kubeletconfig": {...}}: the running KubeletConfiguration, defaulted and
-// with evictionHard already merged as the kubelet loaded it. Decoding is
-// lenient, as for a config file the kubelet runs with.
-func decodeConfigz(b []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	var doc struct {
-		KubeletConfig *json.RawMessage `json:"kubeletconfig"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("decoding /configz: %w", err)
-	}
-	if doc.KubeletConfig == nil {
-		return nil, errors.New(`/configz has no "kubeletconfig" object`)
-	}
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	if err := json.Unmarshal(*doc.KubeletConfig, kc); err != nil {
-		return nil, fmt.Errorf("decoding /configz kubeletconfig: %w", err)
-	}
-	return kc, nil
 }
 
 // directKubelet calls one kubelet's HTTPS port with the caller's

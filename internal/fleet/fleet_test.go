@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -22,12 +24,23 @@ import (
 const configz = `{"kubeletconfig":{"enableServer":true,"staticPodPath":"/x","evictionHard":{"memory.available":"300Mi","nodefs.available":"1%"},
 "evictionPressureTransitionPeriod":"20s","enforceNodeAllocatable":["pods"],"featureGates":{"KubeletSeparateDiskGC":true},"someFieldOfANewerKubelet":1}}`
 
-func TestDecodeConfigz(t *testing.T) {
-	kc, err := decodeConfigz([]byte(configz))
+// configzKubelet is the configuration of the configz document above as the
+// cluster view reads it.
+func configzKubelet(t *testing.T) *kubeletconfigv1beta1.KubeletConfiguration {
+	t.Helper()
+	c, err := kubeletconfig.ParseConfigz([]byte(configz), "node n /configz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+	return c.Kubelet
+}
+
+func TestConfigz(t *testing.T) {
+	c, err := kubeletconfig.ParseConfigz([]byte(configz), "node n /configz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.Policy()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +51,14 @@ func TestDecodeConfigz(t *testing.T) {
 	if s := strings.Join(got, ","); s != "memory.available<300Mi,nodefs.available<1%,allocatableMemory.available<300Mi" || cfg.PressureTransitionPeriod != 20*time.Second {
 		t.Fatalf("thresholds %s, transition %v", s, cfg.PressureTransitionPeriod)
 	}
-	for _, bad := range []string{``, `{}`, `{"kubeletconfig":[]}`, `not json`} {
-		if _, err := decodeConfigz([]byte(bad)); err == nil {
-			t.Errorf("decodeConfigz(%q) accepted", bad)
+	// The field a newer kubelet has is a warning, as the kubelet's own
+	// lenient decoding would take it.
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Error(), "someFieldOfANewerKubelet") {
+		t.Errorf("warnings %v", c.Warnings)
+	}
+	for _, bad := range []string{``, `{}`, `{"kubeletconfig":[]}`, `not json`, `{"evictionHard":{}}`} {
+		if _, err := kubeletconfig.ParseConfigz([]byte(bad), "node n /configz"); err == nil {
+			t.Errorf("ParseConfigz(%q) accepted", bad)
 		}
 	}
 }
@@ -80,7 +98,7 @@ func memSummary(at time.Time, avail, ws uint64) *statsapi.Summary {
 // The nearest threshold is the least headroom relative to capacity, the
 // trend comes from the stats' own times, and the time to cross follows.
 func TestNearestAndTrend(t *testing.T) {
-	kc, _ := decodeConfigz([]byte(configz))
+	kc := configzKubelet(t)
 	kc.EvictionHard["nodefs.available"] = "89%" // 1Gi of headroom on 100Gi: 1%
 	cfg, err := policy.ConfigFromKubelet(kc)
 	if err != nil {
@@ -121,8 +139,7 @@ func TestNearestAndTrend(t *testing.T) {
 }
 
 func TestWhyAndFirst(t *testing.T) {
-	kc, _ := decodeConfigz([]byte(configz))
-	cfg, _ := policy.ConfigFromKubelet(kc)
+	cfg, _ := policy.ConfigFromKubelet(configzKubelet(t))
 	eng, _ := policy.NewEngine(cfg, policy.Filesystems{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pod := func(name, req string) *v1.Pod {
@@ -176,15 +193,15 @@ func TestSortRows(t *testing.T) {
 
 // A /configz body is whatever the node answers: it never panics the decoder
 // or the engine's configuration.
-func FuzzDecodeConfigz(f *testing.F) {
+func FuzzConfigz(f *testing.F) {
 	f.Add([]byte(configz))
 	f.Add([]byte(`{"kubeletconfig":{"evictionHard":{"memory.available":"-1"}}}`))
 	f.Add([]byte(`{"kubeletconfig":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		kc, err := decodeConfigz(b)
+		c, err := kubeletconfig.ParseConfigz(b, "node n /configz")
 		if err != nil {
 			return
 		}
-		_, _ = policy.ConfigFromKubelet(kc)
+		_, _ = c.Policy()
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -16,6 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -77,6 +79,9 @@ type Node struct {
 	// DiskStats says where disk stats come from ("" when they are off).
 	DiskStats string
 	posts     *agent.Queue[func()] // Events, created off the loop
+	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion ("" when
+	// the Node could not be read).
+	KubeletVersion string
 }
 
 // New connects to the API server, lists the node's pods, and wires the
@@ -113,6 +118,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.Log.Warn("evictd is not in the host's PID namespace: other pods' cgroup.procs read empty here, so their process counts are 0 (the PID ranking) and the local fallback finds nothing to kill; run evictd's pod with hostPID: true, as deploy/kubernetes/ does")
 	}
 	n.Collector, n.Stats = col, st
+	n.KubeletVersion = kubeletVersion(ctx, client, o.Node, o.Log)
 
 	fs := policy.Filesystems{}
 	if o.KubeletSummaryURL != SummaryOff {
@@ -263,3 +269,20 @@ func filesystemsOf(s *statsapi.Summary) policy.Filesystems {
 }
 
 func eqp(a, b *uint64) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+
+// kubeletVersion reads the Node's kubelet version and warns once when it is
+// not a release whose eviction decisions evictd implements.
+func kubeletVersion(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
+	defer cancel()
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		log.Info("cannot read the Node object: the kubelet's version is not checked against the release evictd implements", "node", node, "err", err)
+		return ""
+	}
+	v := n.Status.NodeInfo.KubeletVersion
+	if err := kubeletconfig.CheckKubeletVersion(v); err != nil {
+		log.Warn("the node's kubelet is not the release whose eviction decisions evictd implements", "kubelet_version", v, "implemented", policy.KubeletVersion, "detail", err.Error())
+	}
+	return v
+}

@@ -36,6 +36,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/evictd/evictd/internal/kubeletconfig"
 )
 
 // Environment of the tier.
@@ -473,4 +475,10 @@ func stopPID(pid int, grace time.Duration) error {
 		}
 	}
 	return errors.New("still running 10 s after SIGKILL")
+}
+
+// KubeletConfig is the kubelet's --config and --config-dir (scripts/node.sh
+// writes both).
+func (c *Cluster) KubeletConfig() kubeletconfig.Source {
+	return kubeletconfig.Source{File: filepath.Join(c.Dir, "kubelet.yaml"), DropInDir: filepath.Join(c.Dir, "kubelet.conf.d")}
 }
