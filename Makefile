@@ -1,7 +1,7 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
+.PHONY: build test test-unit test-vm test-parity test-apiserver test-node test-node-v2 node-up node-down bench demo lint-go docs-plots
 
 # bin/kubectl-evictd is the kubectl plugin: evictd under that name runs
 # "explain --cluster" (put bin/ on PATH: "kubectl evictd").
@@ -35,13 +35,19 @@ test-apiserver:
 test-node:
 	./scripts/test.sh node
 
-# Bring that node up by hand (last line: KUBECONFIG=<admin kubeconfig>) and
-# remove it again.
+# The same on cgroup v2: a node with the systemd cgroup driver in a qemu VM
+# (Debian userland, systemd as PID 1), its tests run in the guest.
+test-node-v2:
+	./scripts/test.sh node-v2
+
+# Bring a node up by hand (last line: KUBECONFIG=<admin kubeconfig>) and
+# remove it again; NODE=v2 for the cgroup v2 node in its VM.
+NODE ?= v1
 node-up:
-	@./scripts/node.sh up
+	@if [ "$(NODE)" = v2 ]; then ./scripts/node-v2.sh up; else ./scripts/node.sh up; fi
 
 node-down:
-	@./scripts/node.sh down
+	@if [ "$(NODE)" = v2 ]; then ./scripts/node-v2.sh down; else ./scripts/node.sh down; fi
 
 bench:
 	./bench/run.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|fuzz]
+# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|node-v2|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 set -euo pipefail
@@ -140,13 +140,21 @@ node() {
 	scripts/node.sh test
 }
 
+# The same node on cgroup v2 with the systemd driver, in a qemu VM (Debian,
+# systemd as PID 1): scripts/node-v2.sh, docs/testing.md.
+node_v2() {
+	step "a real single-node Kubernetes v1.37.2 cluster on cgroup v2 (systemd driver), in a VM"
+	scripts/node-v2.sh test
+}
+
 case "$tier" in
-all) unit; vm; parity; apiserver; node ;;
+all) unit; vm; parity; apiserver; node; node_v2 ;;
 unit) unit ;;
 fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
 apiserver) apiserver ;;
 node) node ;;
-*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|fuzz]" >&2; exit 2 ;;
+node-v2) node_v2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|node-v2|fuzz]" >&2; exit 2 ;;
 esac

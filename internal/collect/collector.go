@@ -28,6 +28,9 @@ type Config struct {
 	NodeName string
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
+	// SysRoot is where /sys is mounted (default "/sys"): the huge page
+	// pools under kernel/mm/hugepages (see adjustForHugePages).
+	SysRoot string
 	// Hierarchy says where each controller lives (default: detected from
 	// <ProcRoot>/self/mountinfo).
 	Hierarchy *cgroup.Hierarchy
@@ -113,6 +116,9 @@ type cpuSample struct {
 func New(cfg Config) (*Collector, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
+	}
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName, _ = os.Hostname()
@@ -329,8 +335,12 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	// The root cgroup's limit is the machine's memory (cAdvisor's
 	// MemoryCapacity = MemTotal): available = capacity − working set,
 	// subtracted unsigned as the kubelet does (it wraps if ws > capacity).
+	hugePages, err := host.HugePagesBytes(c.cfg.SysRoot)
+	if err != nil {
+		return n, fmt.Errorf("node memory: huge pages: %w", err)
+	}
 	n.Memory = &statsapi.MemoryStats{
-		Time: now, AvailableBytes: u64(mi.MemTotal - root.WorkingSet), UsageBytes: u64(root.Usage),
+		Time: now, AvailableBytes: u64(adjustForHugePages(mi.MemTotal-root.WorkingSet, hugePages)), UsageBytes: u64(root.Usage),
 		WorkingSetBytes: u64(root.WorkingSet),
 	}
 	if full {
@@ -376,6 +386,33 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	}
 	n.Rlimit = &statsapi.RlimitStats{Time: now, MaxPID: i64(int64(maxPID)), NumOfRunningProcesses: i64(int64(la.Tasks))}
 	return n, nil
+}
+
+// adjustForHugePages is the kubelet v1.37's step of the same name
+// (pkg/kubelet/server/stats/summary.go, feature HugepageAwareEviction, beta
+// and on by default): the node's memory.available less the memory reserved
+// for huge pages of every size, floored at 0. MemTotal counts the huge page
+// pools, but the memory controller never charges hugetlb pages to the
+// working set, so without it a node with huge pages reserved looks that
+// much richer and is evicted on later than the kubelet would. Only the
+// node's figure: the "pods" container's (allocatableMemory.available) is
+// its cgroup's limit less its working set, which the kubelet leaves alone.
+//
+// The kubelet takes the sizes from the Node's hugepages-<size> capacity,
+// i.e. cAdvisor's machine info read when the kubelet started; evictd reads
+// the same files (nr_hugepages of each size) at every Summary, so the two
+// differ only while the pools were resized after the kubelet's start and
+// the kubelet has not been restarted (docs/kubelet-parity.md).
+func adjustForHugePages(available, hugePages uint64) uint64 {
+	if hugePages == 0 {
+		return available
+	}
+	if available > hugePages {
+		return available - hugePages
+	}
+	// The unadjusted figure still counts huge page memory that regular
+	// memory cannot use: below the reservation, regular memory is gone.
+	return 0
 }
 
 // addNodeExtras fills what a full Summary has beyond eviction's needs:

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/memqos"
-	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -40,10 +37,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := memoryOnly(t)
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30

@@ -27,7 +27,7 @@ import (
 // kubectl runs the node's kubectl as admin.
 func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout", "20s"}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -49,7 +49,7 @@ func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
 	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*60*time.Second)
 		defer cancel()
 		_ = exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "delete", "-k", filepath.Join("..", "..", "deploy", "kubernetes"), "--wait=true").Run()
 		c.WaitFor(t, 60*time.Second, "evictd's pod gone", func(ctx context.Context) (bool, error) {
@@ -79,7 +79,7 @@ func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 		kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
 			fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":%q}]`, a))
 	}
-	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/evictd", "--timeout=90s")
+	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/evictd", fmt.Sprintf("--timeout=%ds", 90*c.TimeoutScale))
 	var logFile string
 	c.WaitFor(t, 90*time.Second, "evictd running on the node", func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
