@@ -10,8 +10,11 @@ VERSION ?= $(word 1,$(VERSION_INFO))
 REVISION ?= $(word 2,$(VERSION_INFO))
 LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
 
+# bin/kubectl-evictd is the kubectl plugin: evictd under that name runs
+# "explain --cluster" (put bin/ on PATH: "kubectl evictd").
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd ./cmd/evictd
+	ln -sf evictd bin/kubectl-evictd
 
 # The release image: evictd for linux/amd64 and linux/arm64 in one OCI index,
 # reproducible from the tree (.cache/image/evictd.tar; IMAGE names it), and

@@ -87,12 +87,24 @@ eviction whose grace period runs then finishes within --stop-timeout, or the
 next start finishes it at its deadline (a stop never shortens a grace
 period).
 
+--profile kubelet (the default) makes every decision the kubelet's. --profile
+extended, or a list of its behaviours, adds what kubelet users have asked for
+and the kubelet does not do: hard-preempts-soft (a hard threshold is acted on
+while a soft eviction waits out its grace period, kubernetes#123872),
+reclaim-first (memory.reclaim before evicting on memory, cgroup v2,
+kubernetes#43916), swap-aware (free swap counts as available, swap use as use,
+kubernetes/enhancements#2400), loop-breaker (a controller's pods evicted twice
+within 10m rank last, kubernetes#124388), memavailable (memory.available from
+/proc/meminfo's MemAvailable, kubernetes#138372). docs/profile.md says what each
+does and why.
+
 Example:
   evictd run --dry-run
   evictd run --workload-root /workloads --workloads /etc/evictd/workloads.yaml \
     --eviction-hard 'memory.available<500Mi' --eviction-soft 'memory.available<1Gi' \
     --eviction-soft-grace-period memory.available=30s
   evictd run --check --config /etc/evictd/kubelet.yaml --workloads /etc/evictd/workloads.yaml --workload-root /workloads
+  evictd run --workload-root /workloads --profile extended
 ` + runKubeHelp
 
 // hookFlag collects --reclaim-hook SIGNAL=COMMAND.
@@ -143,6 +155,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	outFlags := registerOutputFlags(fs)
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
+	profile := registerProfileFlag(fs)
 	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -194,7 +207,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer logw.Close(agent.DefaultFlushTimeout)
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, noGrowthStop: !*stopGrowth, outputs: outFlags,
+			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -216,6 +229,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	cfg.Profile = profile.p
 	var wf *workload.File
 	if *workloadsPath != "" {
 		if wf, err = workload.ReadFile(*workloadsPath); err != nil {
@@ -255,8 +269,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		ws, _ := h.Pods.Workloads()
 		h.Wakeups.Close()
-		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s)\n",
-			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s), profile %s\n",
+			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
@@ -297,7 +311,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer reloadOnSIGHUP(reloads)()
 	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
 		"thresholds", thresholdTexts(cfg.Thresholds), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
-		"interval", *interval, "metrics", *metricsAddr)
+		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String())
 	start := time.Now()
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fail("%v", err)

@@ -91,6 +91,7 @@ type runShared struct {
 	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
 	outputs                                                    *outputFlags
+	profile                                                    policy.Profile
 }
 
 // kubePolicyConfig reads the kubelet's configuration as the kubelet reads
@@ -152,6 +153,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	pcfg.Profile = sh.profile
 	source := kc.Describe()
 	if err := checkListenAddr("--secure-metrics-addr", *kf.secureMetrics, sh.check); err != nil {
 		return fail("%v", err)
@@ -191,8 +193,8 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		if disk == "" {
 			disk = "off"
 		}
-		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s\n",
-			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk)
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s, profile %s\n",
+			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk, pcfg.Profile)
 		writeKubeletFacts(stdout, kc, n.KubeletVersion)
 		for _, t := range n.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())

@@ -53,6 +53,7 @@ var openAllowed = map[string]string{
 	"internal/collect.Collector.addEphemeralStorage": "the kubelet's pod volume and log directories (ephemeral storage), not kernel files",
 	"internal/collect.Collector.podLogDirs":          "the kubelet's pod log root, not kernel files",
 	"internal/collect.du":                            "walks pod volume and log directories for their usage, not kernel files",
+	"internal/workload/hog.cacheFile":                "the test hog's own data file, written and read to make page cache; not a kernel file",
 	"internal/notify.openRetry": "opens descriptors for the kernel's notification APIs (memcg cgroup.event_control " +
 		"registration, PSI triggers, memory.events POLLPRI); their values are read through internal/cgroup (ReadFd)",
 }
