@@ -421,6 +421,23 @@ func parseLine(line []byte, rec *Record) (notRecord bool, err error) {
 	return false, err
 }
 
+// jsonField spells encoding/json's path to a field as the report's own
+// errors do: Go 1.27 names an array element ("decision.observations.0.available"),
+// which becomes "decision.observations[0].available"; Go 1.26 names no
+// element ("decision.observations.available") and that stays as it is.
+func jsonField(f string) string {
+	parts := strings.Split(f, ".")
+	out := parts[0]
+	for _, p := range parts[1:] {
+		if _, err := strconv.Atoi(p); err == nil {
+			out += "[" + p + "]"
+		} else {
+			out += "." + p
+		}
+	}
+	return out
+}
+
 // parseRecord decodes one line and checks what the report relies on,
 // naming the field of the first problem.
 func parseRecord(line []byte, rec *Record) error {
@@ -429,7 +446,7 @@ func parseRecord(line []byte, rec *Record) error {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return &LineError{Field: te.Field, Err: fmt.Errorf("%s where %s was expected", te.Value, te.Type)}
+			return &LineError{Field: jsonField(te.Field), Err: fmt.Errorf("%s where %s was expected", te.Value, te.Type)}
 		case errors.As(err, &se):
 			return &LineError{Err: fmt.Errorf("not a JSON record (at byte %d: %v)", se.Offset, err)}
 		}
@@ -445,7 +462,7 @@ func parseRecord(line []byte, rec *Record) error {
 		if err := json.Unmarshal(rec.TriggerJSON, &rec.Trigger); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return &LineError{Field: "trigger." + te.Field, Err: fmt.Errorf("%s where %s was expected", te.Value, te.Type)}
+				return &LineError{Field: "trigger." + jsonField(te.Field), Err: fmt.Errorf("%s where %s was expected", te.Value, te.Type)}
 			}
 			return &LineError{Field: "trigger", Err: err}
 		}
