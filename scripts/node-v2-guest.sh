@@ -127,8 +127,10 @@ unit kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$dir/c
 unit kube-scheduler "$bin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
 	--authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
 	--bind-address 127.0.0.1 --leader-elect=false
+# --vmodule=eviction_manager=3: the end of each eviction synchronize is
+# logged, for the tests' gate (test/node/gate_test.go).
 unit kubelet "$bin/kubelet" --config /var/lib/kubelet/config.yaml --kubeconfig "$dir/kubelet.kubeconfig" \
-	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --vmodule=eviction_manager=3
 systemctl daemon-reload
 
 # ---- containerd ----------------------------------------------------------------

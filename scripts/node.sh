@@ -475,10 +475,12 @@ up() {
 		--bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
 	# One eviction setting by flag, as distributions still pass some
 	# (harmless here: the disk never fills): evictd finds it on the
-	# kubelet's command line in /proc.
+	# kubelet's command line in /proc. --vmodule=eviction_manager=3: the
+	# eviction manager logs the end of each synchronize ("no resources are
+	# starved"), which the tests' gate waits for (test/node/gate_test.go).
 	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --config-dir "$dir/kubelet.conf.d" \
 		--eviction-minimum-reclaim=nodefs.available=100Mi --kubeconfig "$dir/kubelet.kubeconfig" \
-		--hostname-override 127.0.0.1 --root-dir "$dir/kubelet"
+		--hostname-override 127.0.0.1 --root-dir "$dir/kubelet" --vmodule=eviction_manager=3
 	wait_for "node Ready" 90 node_ready
 	guard_pods
 	wait_for "default service account" 30 "$bindir/kubectl" --kubeconfig "$dir/admin.kubeconfig" --request-timeout 2s get serviceaccount default

@@ -59,7 +59,9 @@ func TestGrowthStopOnNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold := resource.MustParse(c.Threshold)
-	script := fmt.Sprintf("ignore-term; threads 2; alloc %d; hold", hogTarget(t, c, threshold, 1<<30))
+	// Gated (gate_test.go): the crossing comes just after a kubelet
+	// synchronize, and the 1 GiB past the threshold at full speed.
+	script, gate := gatedHog(t, c, threshold, 1<<30, "ignore-term; threads 2; ", allocAll)
 	pod := node.HogPod("hog", script, "64Mi", "")
 	if _, err := c.Client.CoreV1().Pods(ns).Create(node.Ctx(t), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -70,7 +72,7 @@ func TestGrowthStopOnNode(t *testing.T) {
 	var dirs, ids []string
 	var failcnt uint64
 	memRoot, version := col.MemoryRoot()
-	c.WaitFor(t, 180*time.Second, "the hog's end", func(ctx context.Context) (bool, error) {
+	watch := func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -97,7 +99,13 @@ func TestGrowthStopOnNode(t *testing.T) {
 			}
 		}
 		return false, nil
+	}
+	c.WaitFor(t, 180*time.Second, "the hog's cgroups and containers", func(ctx context.Context) (bool, error) {
+		gone, err := watch(ctx)
+		return gone || (len(dirs) > 0 && len(ids) > 0), err
 	})
+	openGateAfterKubeletSync(t, c, gate)
+	c.WaitFor(t, 180*time.Second, "the hog's end", watch)
 	if uid == "" || len(dirs) == 0 || len(ids) == 0 {
 		t.Fatalf("never saw the hog running: uid %q, cgroups %v, containers %v", uid, dirs, ids)
 	}

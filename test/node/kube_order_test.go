@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/test/node"
@@ -91,6 +92,20 @@ func TestSameOrderAsKubelet(t *testing.T) {
 	t.Cleanup(func() { waitNoMemoryPressure(t, c) }) // the next test's pods are admitted
 
 	t.Run("evictd", func(t *testing.T) {
+		// On the v2 node this variant does not run: four successive
+		// evictions there take ≈ 40 s under emulation (the API server's
+		// round trips are seconds), several of the kubelet's 10 s ticks, so
+		// who evicts each pod is the emulation's draw, not evictd's; and it
+		// costs 6.5 min of CI's 90. The order on v2 is the shadow run's (the
+		// kubelet's evictions against evictd's decisions, as issue 19 asks),
+		// evictd evicting first at the crossing is TestEvictdEvictsFirst's.
+		col, err := collect.New(collect.Config{KubeletRoot: c.KubeletRoot, PodLogsRoot: c.PodLogs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, v := col.MemoryRoot(); v == 2 {
+			t.Skip("on the v2 node the order is checked in shadow mode (see the comment)")
+		}
 		logFile := installEvictd(t, c)
 		run := startOrderRun(t, c, "kube-order-evictd")
 		got := run.wait(t, c)

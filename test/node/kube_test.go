@@ -118,9 +118,9 @@ func TestEvictdEvictsFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold := resource.MustParse(c.Threshold)
-	script := fmt.Sprintf("ramp %d 100Mi; hold", hogTarget(t, c, threshold, 120<<20))
+	script, gate := gatedHog(t, c, threshold, 120<<20, "", ramp100)
 	hog := c.RunPod(t, ns, node.HogPod("hog", script, "64Mi", ""))
-
+	openGateAfterKubeletSync(t, c, gate)
 	crossed := sampleCrossing(t, col, threshold, 20*time.Millisecond)
 	var grace *int64
 	c.WaitFor(t, 120*time.Second, "the hog's eviction", func(ctx context.Context) (bool, error) {

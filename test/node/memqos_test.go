@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,7 +152,9 @@ func TestMemoryQoSNeverFights(t *testing.T) {
 	// evictd beside it, and a hog past the threshold that evictd evicts.
 	logFile := installEvictd(t, c)
 	threshold := resource.MustParse(c.Threshold)
-	c.RunPod(t, ns, node.HogPod("hog", fmt.Sprintf("ramp %d 100Mi; hold", hogTarget(t, c, threshold, 120<<20)), "64Mi", ""))
+	script, gate := gatedHog(t, c, threshold, 120<<20, "", ramp100)
+	c.RunPod(t, ns, node.HogPod("hog", script, "64Mi", ""))
+	openGateAfterKubeletSync(t, c, gate)
 	c.WaitFor(t, 3*time.Minute, "the hog's eviction", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)), nil
