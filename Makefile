@@ -1,5 +1,8 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
+# The toolchain the go.mod files name (go1.27.3, fetched through the Go module
+# proxy by the go command): scripts/toolchain.sh says why.
+export GOTOOLCHAIN ?= auto
 
 .PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
 

@@ -11,6 +11,7 @@
 # EVICTD_BENCH_VM=0 skips the VM rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 echo "== detection latency"; bench/latency.sh "$@"
 echo; echo "== OOM avoidance"; bench/latency.sh -oom -trials 10
 echo; echo "== idle cost"; bench/idle.sh 60 500 empty; bench/idle.sh 60 500 populated

@@ -11,6 +11,7 @@
 # Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated] [fastpoll|memqos]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 secs=${1:-60}
 n=${2:-500}
 fill=${3:-empty}

@@ -10,6 +10,7 @@
 # Needs root. Usage: bench/memqos.sh [seconds] [cgroups]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 secs=${1:-60}
 n=${2:-500}
 

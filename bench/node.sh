@@ -24,6 +24,7 @@
 # another node is in use). The rows are kept in .cache/bench-node/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 [ "$(id -u)" = 0 ] || { echo "bench/node.sh: needs root (a Kubernetes node, cgroups, /dev/kmsg)" >&2; exit 1; }
 trials=${TRIALS:-30}
 oom_trials=${OOM_TRIALS:-10}

@@ -12,6 +12,7 @@
 # table shows medians).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 count="${1:-5}"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT

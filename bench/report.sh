@@ -8,6 +8,7 @@
 # Usage: bench/report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

@@ -20,6 +20,7 @@
 # machine are inflated, so note it beside any number you quote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 which=("$@")
 [ ${#which[@]} -gt 0 ] || which=(policy collect agent report)
 for b in "${which[@]}"; do

@@ -9,6 +9,7 @@
 # runs for minutes. Needs root. Usage: bench/soak.sh [seconds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 secs=${1:-600}
 go build -o .cache/bench-evictd ./cmd/evictd
 bin=$PWD/.cache/bench-evictd
