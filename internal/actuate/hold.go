@@ -116,7 +116,7 @@ var holdFiles = map[string]struct {
 	read  func(dir string) (uint64, error)
 	write func(dir string, v uint64) error
 }{
-	"memory.high": {cgroupv2.ReadMemoryHigh, cgroupv2.WriteMemoryHigh},
+	"memory.high":           {cgroupv2.ReadMemoryHigh, cgroupv2.WriteMemoryHigh},
 	"memory.limit_in_bytes": {cgroupv1.ReadMemoryLimitInBytes, cgroupv1.WriteMemoryLimitInBytes},
 	"memory.oom_control": {
 		func(dir string) (uint64, error) {

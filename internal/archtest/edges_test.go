@@ -54,8 +54,8 @@ var openAllowed = map[string]string{
 	"internal/collect.Collector.addEphemeralStorage": "the kubelet's pod volume and log directories (ephemeral storage), not kernel files",
 	"internal/collect.Collector.podLogDirs":          "the kubelet's pod log root, not kernel files",
 	"internal/collect.du":                            "walks pod volume and log directories for their usage, not kernel files",
-	"internal/notify.openRetry": "opens descriptors for the kernel's notification APIs (memcg cgroup.event_control " +
-		"registration, PSI triggers, memory.events POLLPRI); their values are read through internal/cgroup (ReadFd)",
+	"internal/notify.openReadOnly": "opens read-only descriptors for the kernel's notification APIs (a memcg threshold's memory.usage_in_bytes, " +
+		"memory.events POLLPRI); their values are read through internal/cgroup (ReadFd), the registrations written through internal/cgroup/v1 and internal/host",
 }
 
 // TestKernelReadsStayInTheEdges fails when a package of the agent (cmd/...,
