@@ -12,6 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/toolchain.sh
-echo "== detection latency"; bench/latency.sh "$@"
-echo; echo "== OOM avoidance"; bench/latency.sh -oom -trials 10
-echo; echo "== idle cost"; bench/idle.sh 60 500 empty; bench/idle.sh 60 500 populated
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1): one trial per
+# row, 20 cgroups idle for 5 s.
+trials=() oom_trials=10 idle=(60 500)
+if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
+	trials=(-trials 1 -poll-parallel 1) oom_trials=1 idle=(5 20)
+fi
+echo "== detection latency"; bench/latency.sh ${trials[@]+"${trials[@]}"} "$@"
+echo; echo "== OOM avoidance"; bench/latency.sh -oom -trials "$oom_trials"
+echo; echo "== idle cost"; bench/idle.sh "${idle[@]}" empty; bench/idle.sh "${idle[@]}" populated

@@ -8,4 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/toolchain.sh
 cd bench/collect
+# Quick mode (bench/run.sh --quick): one short round.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && set -- -rounds 1 -benchtime 20ms "$@"
 exec go run . "$@"

@@ -30,6 +30,13 @@ trials=${TRIALS:-30}
 oom_trials=${OOM_TRIALS:-10}
 window=${WINDOW:-120s}
 nodes=${NODES:-memcg polling}
+sync_pods=${SYNC_PODS:-110}
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1): the polling node
+# only (the memcg node runs the same code with another kubelet setting), one
+# trial per row and ramp, 10 s windows, 10 pods for the synchronize row.
+if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
+	trials=${TRIALS:-1} oom_trials=${OOM_TRIALS:-1} window=${WINDOW:-10s} nodes=${NODES:-polling} sync_pods=${SYNC_PODS:-10}
+fi
 if [ "${EVICTD_NODE_LOCKED:-}" != 1 ]; then
 	exec 9>/tmp/evictd-node.lock
 	echo "bench/node.sh: waiting for /tmp/evictd-node.lock" >&2
@@ -51,7 +58,7 @@ for n in $nodes; do
 	# The test binary brings the node up and down itself (test/node's
 	# TestMain, with its no-traffic and leave-nothing checks).
 	EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=256 EVICTD_NODE_MAX_PODS=110 EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
-		EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window \
+		EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window EVICTD_BENCH_NODE_SYNC_PODS=$sync_pods \
 		go test -count=1 -p 1 -timeout 120m -run '^$' -bench "^BenchmarkNode\$${BENCH:-}" -benchtime 1x ./test/node/ >&2
 done
 scripts/node.sh check >&2

@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+# Quick mode (bench/run.sh --quick): an hour of records instead of a week.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && export EVICTD_BENCH_REPORT_RECORDS=3600
 go test ./internal/report/ -run '^$' -bench '^BenchmarkRenderWeek$' -benchtime 1x >"$out"
 awk '
 /^BenchmarkRenderWeek/ {

@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/toolchain.sh
 secs=${1:-600}
+# Quick mode (bench/run.sh --quick): 10 s of churn.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && secs=${1:-10}
 go build -o .cache/bench-evictd ./cmd/evictd
 bin=$PWD/.cache/bench-evictd
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
