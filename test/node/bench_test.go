@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -27,9 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
+	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/test/node"
 	"github.com/evictd/evictd/test/node/nodebench"
 )
@@ -628,6 +633,58 @@ func (e *benchEnv) waitNoMemoryPressure(b *testing.B) {
 	})
 }
 
+// hostRounds: synchronizes the host benchmark's figure is the mean of.
+const hostRounds = 50
+
+// hostSynchronize is the host benchmark's figure on this node now: the work
+// internal/kube's BenchmarkKubeSynchronize measures (kube.Stats' Summary
+// from the pod cgroups under kubepods, named from the pods, and the
+// engine's Step on it, the kubelet's default thresholds, no disk source),
+// on this node's real pods as the API lists them (the informer's view),
+// done rounds times in the benchmark's own process: the same synchronize
+// outside evictd's pod, in the same run, to put beside the DaemonSet's.
+func (e *benchEnv) hostSynchronize(b *testing.B, rounds int) (time.Duration, int) {
+	l, err := e.c.Client.CoreV1().Pods("").List(node.Ctx(b), metav1.ListOptions{FieldSelector: "spec.nodeName=" + e.c.Node})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range l.Items {
+		if kube.Active(&l.Items[i]) {
+			pods = append(pods, &l.Items[i])
+		}
+	}
+	st := &kube.Stats{Pods: podList(pods), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if _, err := st.NewCollector(collect.Config{KubeletRoot: e.c.KubeletRoot, PodLogsRoot: e.c.PodLogs}); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := policy.NewEngine(cfg, policy.Filesystems{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	start := time.Now()
+	for range rounds {
+		sum, err := st.Summary(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		now = now.Add(time.Second)
+		eng.Step(now, policy.Input{Summary: sum, Pods: pods})
+	}
+	return time.Since(start) / time.Duration(rounds), rounds
+}
+
+// podList is a pod source that lists a fixed set of pods.
+type podList []*corev1.Pod
+
+func (l podList) Pods(context.Context) ([]*corev1.Pod, error) { return l, nil }
+
 // syncWindow scrapes evictd's metrics at the start and the end of window.
 func (e *benchEnv) syncWindow(b *testing.B, window time.Duration) nodebench.SyncWindow {
 	pods := e.podsOnNode(b)
@@ -644,7 +701,8 @@ func (e *benchEnv) syncWindow(b *testing.B, window time.Duration) nodebench.Sync
 	s.Sum = time.Duration((z.GetSampleSum() - a.GetSampleSum()) * float64(time.Second))
 	s.P50, s.P99 = histogramQuantile(0.5, a, z), histogramQuantile(0.99, a, z)
 	s.CPU = time.Duration((counter(m1, "process_cpu_seconds_total") - counter(m0, "process_cpu_seconds_total")) * float64(time.Second))
-	b.Logf("%d pods: %d synchronizes in %s, %s in all, RSS %.1f MiB", pods, s.Count, window, s.Sum, s.RSS/(1<<20))
+	s.Host, s.HostRounds = e.hostSynchronize(b, hostRounds)
+	b.Logf("%d pods: %d synchronizes in %s, %s in all, RSS %.1f MiB; the host benchmark's figure %s (%d rounds)", pods, s.Count, window, s.Sum, s.RSS/(1<<20), s.Host, s.HostRounds)
 	return s
 }
 
