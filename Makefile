@@ -4,7 +4,7 @@ GO ?= go
 # proxy by the go command): scripts/toolchain.sh says why.
 export GOTOOLCHAIN ?= auto
 
-.PHONY: build test test-unit test-vm test-parity test-apiserver test-node node-up node-down bench demo lint-go docs-plots
+.PHONY: build test test-unit test-vm test-parity test-apiserver test-node test-bench node-up node-down bench demo lint-go docs-plots
 
 build:
 	$(GO) build -o bin/evictd ./cmd/evictd
@@ -42,6 +42,11 @@ node-up:
 
 node-down:
 	@./scripts/node.sh down
+
+# Every benchmark once in its quick mode (a trial or two, nothing judged):
+# the last tier of make test.
+test-bench:
+	./scripts/test.sh bench
 
 bench:
 	./bench/run.sh
