@@ -6,16 +6,22 @@
 #     p50/p99, for evictd (the DaemonSet from deploy/kubernetes/), the kubelet
 #     alone polling every 10 s, and the kubelet alone with
 #     kernelMemcgNotification (memcg threshold eventfds, cgroup v1);
-#   - kernel OOM kills at ramps of 100 MiB/s, 500 MiB/s and 2 GiB/s with
-#     256 MiB between the eviction threshold and the kubepods limit, for the
-#     same three;
+#   - kernel OOM kills, crossing → growth stopped and → the pod's cgroup
+#     empty, at ramps past the kubepods limit (500 MiB/s paced, one and two
+#     threads touching memory at full speed), with the hog obeying and
+#     ignoring SIGTERM, at 256 and 64 MiB between the eviction threshold and
+#     the kubepods limit, for the same three and evictd with its growth stop
+#     off (--stop-growth=false);
 #   - evictd's synchronize cost and RSS with its own pod only, and with 110
 #     pods on the node (the kubelet's default maxPods), from its /metrics.
-# The node is brought up twice (kubelet with kernelMemcgNotification, then polling)
-# with memory.available<256Mi hard and maxPods 110, and torn down after each.
+# The node is brought up for each headroom twice (kubelet with
+# kernelMemcgNotification, then polling) with memory.available<HEADROOM hard
+# and maxPods 110, and torn down after each; the latency and synchronize
+# rows run at the first headroom only.
 #
-# Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s, ≈ 35 min
-#        TRIALS=5 OOM_TRIALS=2 WINDOW=30s bench/node.sh   (quick, ≈ 10 min)
+# Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s HEADROOMS="256 64", ≈ 2 h
+#        TRIALS=5 OOM_TRIALS=2 WINDOW=30s HEADROOMS=64 bench/node.sh   (quick, ≈ 25 min)
+#   OOM_RAMPS="500Mi/s,1 thread,2 threads" and OOM_SIGTERM="obeyed,ignored" pick the OOM cells.
 #   NODES="memcg polling" (default; the 110 pods last) picks the node configurations; BENCH=/evictd
 #   (a -bench suffix) picks sub-benchmarks of BenchmarkNode, e.g. BENCH=/evictd/sync.
 # Needs root and the node tier's lock: run it as
@@ -30,12 +36,17 @@ trials=${TRIALS:-30}
 oom_trials=${OOM_TRIALS:-10}
 window=${WINDOW:-120s}
 nodes=${NODES:-memcg polling}
+headrooms=${HEADROOMS:-256 64}
 sync_pods=${SYNC_PODS:-110}
-# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1): the polling node
-# only (the memcg node runs the same code with another kubelet setting), one
-# trial per row and ramp, 10 s windows, 10 pods for the synchronize row.
+oom_ramps=${OOM_RAMPS:-} oom_sigterm=${OOM_SIGTERM:-}
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1, what make test
+# runs so that a benchmark that no longer runs fails the suite): one
+# headroom, the polling node only (the memcg node runs the same code with
+# another kubelet setting), one trial per row, one OOM cell (500 MiB/s,
+# SIGTERM obeyed), 10 s windows and 10 pods in the synchronize row.
 if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
-	trials=${TRIALS:-1} oom_trials=${OOM_TRIALS:-1} window=${WINDOW:-10s} nodes=${NODES:-polling} sync_pods=${SYNC_PODS:-10}
+	trials=${TRIALS:-1} oom_trials=${OOM_TRIALS:-1} window=${WINDOW:-10s} nodes=${NODES:-polling} headrooms=${HEADROOMS:-256}
+	sync_pods=${SYNC_PODS:-10} oom_ramps=${OOM_RAMPS:-500Mi/s} oom_sigterm=${OOM_SIGTERM:-obeyed}
 fi
 if [ "${EVICTD_NODE_LOCKED:-}" != 1 ]; then
 	exec 9>/tmp/evictd-node.lock
@@ -47,19 +58,28 @@ mkdir -p .cache/bench-node
 out=$PWD/.cache/bench-node/rows-$(date -u +%Y%m%d-%H%M%S).jsonl
 : >"$out"
 t0=$(date +%s)
-echo "bench/node.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs, kernel $(uname -r); TRIALS=$trials OOM_TRIALS=$oom_trials WINDOW=$window NODES=\"$nodes\"" >&2
-for n in $nodes; do
-	case $n in
-	polling) memcg=false ;;
-	memcg) memcg=true ;;
-	*) echo "bench/node.sh: unknown node configuration $n (polling or memcg)" >&2; exit 2 ;;
-	esac
-	echo "== node: kubelet kernelMemcgNotification=$memcg ($(date -u +%H:%M:%S) UTC)" >&2
-	# The test binary brings the node up and down itself (test/node's
-	# TestMain, with its no-traffic and leave-nothing checks).
-	EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=256 EVICTD_NODE_MAX_PODS=110 EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
-		EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window EVICTD_BENCH_NODE_SYNC_PODS=$sync_pods \
-		go test -count=1 -p 1 -timeout 120m -run '^$' -bench "^BenchmarkNode\$${BENCH:-}" -benchtime 1x ./test/node/ >&2
+echo "bench/node.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs, kernel $(uname -r); TRIALS=$trials OOM_TRIALS=$oom_trials WINDOW=$window NODES=\"$nodes\" HEADROOMS=\"$headrooms\"" >&2
+first=1
+for h in $headrooms; do
+	for n in $nodes; do
+		case $n in
+		polling) memcg=false ;;
+		memcg) memcg=true ;;
+		*) echo "bench/node.sh: unknown node configuration $n (polling or memcg)" >&2; exit 2 ;;
+		esac
+		bench=${BENCH:-}
+		if [ -z "$bench" ] && [ "$first" != 1 ]; then
+			bench='/.*/(oom|nostop)' # the other headrooms: the OOM rows only
+		fi
+		echo "== node: memory.available<${h}Mi, kubelet kernelMemcgNotification=$memcg ($(date -u +%H:%M:%S) UTC)" >&2
+		# The test binary brings the node up and down itself (test/node's
+		# TestMain, with its no-traffic and leave-nothing checks).
+		EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=$h EVICTD_NODE_MAX_PODS=110 EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
+			EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window EVICTD_BENCH_NODE_SYNC_PODS=$sync_pods \
+			EVICTD_BENCH_NODE_OOM_RAMPS=$oom_ramps EVICTD_BENCH_NODE_OOM_SIGTERM=$oom_sigterm \
+			go test -count=1 -p 1 -timeout 180m -run '^$' -bench "^BenchmarkNode\$${bench}" -benchtime 1x ./test/node/ >&2
+	done
+	first=0
 done
 scripts/node.sh check >&2
 echo

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the named Debian packages that are missing, and nothing else: the
-# one apt installer of the test tiers (scripts/test.sh for chromium, the node
+# one apt installer of the test tiers (scripts/test.sh for chromium and the shells, the node
 # tier's packages in scripts/node.sh deps). No package may start a service of
 # its own (Debian's containerd and etcd would bind the default socket and
 # ports): policy-rc.d 101 forbids it where init scripts exist; without

@@ -340,12 +340,41 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
+	# Drop-ins (--config-dir), merged over kubelet.yaml as JSON merge
+	# patches in lexical order, subdirectories included, *.conf only: the
+	# kubelet's disk thresholds become nodefs.available 2% (10-disk.conf's
+	# 4%, then 20-sub/10-disk.conf's 2%) and imagefs.inodesFree none (null
+	# removes it); README is skipped. Memory thresholds are the file's, which
+	# is all the DaemonSet's evictd reads (it mounts the file alone) and all
+	# the tests' pressure is about; test/node's TestKubeletConfigDropIns
+	# checks that evictd reads the rest as the kubelet does (its /configz).
+	mkdir -p "$dir/kubelet.conf.d/20-sub"
+	cat >"$dir/kubelet.conf.d/10-disk.conf" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  nodefs.available: 4%
+  imagefs.inodesFree: null
+EOF
+	cat >"$dir/kubelet.conf.d/20-sub/10-disk.conf" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  nodefs.available: 2%
+EOF
+	cat >"$dir/kubelet.conf.d/README" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  memory.available: 5Gi
+EOF
 }
 
 up() {
 	local t0 id
 	[ "$(id -u)" = 0 ] || die "the node needs root (cgroups, mounts, iptables)"
 	down_all
+	other_node_up
 	[ -x "$cache/busybox/bin/busybox" ] || deps
 	bindir=$(bins)
 	build_images # the tree under test's evictd; seconds when Go's cache is warm
@@ -424,7 +453,11 @@ up() {
 	start kube-scheduler "$bindir/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
 		--authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
-	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+	# One eviction setting by flag, as distributions still pass some
+	# (harmless here: the disk never fills): evictd finds it on the
+	# kubelet's command line in /proc.
+	start kubelet "$bindir/kubelet" --config "$dir/kubelet.yaml" --config-dir "$dir/kubelet.conf.d" \
+		--eviction-minimum-reclaim=nodefs.available=100Mi --kubeconfig "$dir/kubelet.kubeconfig" \
 		--hostname-override 127.0.0.1 --root-dir "$dir/kubelet"
 	wait_for "node Ready" 90 node_ready
 	guard_pods
@@ -734,6 +767,21 @@ check() {
 	if iptables -S 2>/dev/null | grep KUBE; then bad=1; fi
 	if [ "$bad" = 1 ]; then log "leftovers (above)"; return 1; fi
 	log "no leftovers (kubepods cgroups, mounts, KUBE iptables chains)"
+}
+
+# other_node_up refuses to bring a node up while another one is: the lock
+# serializes up and down only, and a node brought up by `make node-up` in
+# another worktree stays up after its `up` released the lock. A second
+# bring-up would collide with it (the guard's chains exist) and its failure
+# teardown would then remove what the first one runs on (the kubelet's
+# kubepods cgroups, the guard's and Kubernetes' chains, the bridge) — which
+# happened once. Checked before anything is changed.
+other_node_up() {
+	local why=
+	if ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods* >/dev/null 2>&1; then why="kubepods cgroups exist"; fi
+	if iptables -w -S "$chain_out" >/dev/null 2>&1; then why="${why:+$why, }the guard chain $chain_out exists"; fi
+	if ip link show "$bridge" >/dev/null 2>&1; then why="${why:+$why, }the bridge $bridge exists"; fi
+	[ -z "$why" ] || die "another node is up on this machine ($why); wait until its owner takes it down (make node-down in its worktree)"
 }
 
 # lock: one node per machine, and a node in use is not torn down by

@@ -24,7 +24,7 @@ unit() {
 	go vet ./... || rc=1
 	step "go test -race (unit, fixtures, real cgroup v1 on this machine)"
 	require_real_cgroups
-	browser
+	unit_packages
 	go test -race -p 2 ./... || rc=1
 	fuzz || rc=1
 	return $rc
@@ -47,14 +47,16 @@ require_real_cgroups() {
 
 # The report's test opens the page in a real headless browser, Debian's
 # chromium (run in a network namespace with only loopback; see
-# cmd/evictd/report_browser_test.go). Installed once, as root, through the
-# tiers' one apt installer; where it cannot be (not root) the test skips,
-# or fails where the real tests are required.
-browser() {
+# cmd/evictd/report_browser_test.go), and the completion test runs the
+# generated scripts in real shells: bash with bash-completion, zsh and fish
+# (cmd/evictd/completion_test.go). Installed once, as root, through the
+# tiers' one apt installer (one apt-get update for all); where they cannot
+# be (not root) those tests skip, or fail where the real tests are required.
+unit_packages() {
 	if [ "$(id -u)" = 0 ]; then
-		scripts/apt-install.sh chromium
+		scripts/apt-install.sh chromium bash-completion zsh fish
 	elif ! command -v chromium >/dev/null 2>&1; then
-		echo "chromium is missing and installing it needs root: the headless-browser test will skip (or fail in CI)"
+		echo "chromium, bash-completion, zsh or fish are missing and installing them needs root: the headless-browser and shell completion tests will skip (or fail in CI)"
 	fi
 }
 

@@ -116,8 +116,14 @@ func main() {
 	trials := flag.Int("trials", 50, "trials per variant (the issue asks for at least 50)")
 	only := flag.String("variants", "wakeup,poll", "comma-separated: wakeup (kernel wake-ups), poll (kubelet-like 10 s timer only)")
 	par := flag.Int("poll-parallel", 10, "poll trials run side by side (each waits up to 10 s for its tick)")
-	oomMode := flag.Bool("oom", false, "OOM avoidance instead: hogs ramp past the sandbox limit at 100Mi/s, 500Mi/s and 2Gi/s with 256Mi of headroom; count the trials the kernel OOM killer wins")
-	oomScale := flag.Float64("oom-scale", 1, "scale the OOM trial's limit, headroom, peak and ramp rates by this factor (the VM run uses 0.5)")
+	oomMode := flag.Bool("oom", false, "OOM avoidance instead: a hog runs past its 512Mi sandbox's limit; for each cell of -oom-stop × -oom-ramps × -oom-sigterm × -oom-headroom, count the trials with a kernel OOM kill and time the growth stop and the hog's end")
+	oomScale := flag.Float64("oom-scale", 1, "scale the OOM trial's limit, headroom, peak and paced rates by this factor (the VM run uses 0.5)")
+	oomRamps := flag.String("oom-ramps", "500Mi/s,1 thread,2 threads", `-oom: the hog's ramps, comma-separated: "RATEMi/s" (paced) or "N threads" (touching memory at full speed)`)
+	oomTerm := flag.String("oom-sigterm", "obeyed,ignored", "-oom: the hog obeys or ignores SIGTERM")
+	oomHeadroom := flag.String("oom-headroom", "256Mi,64Mi", "-oom: the hard threshold's headroom below the sandbox's limit")
+	oomStop := flag.String("oom-stop", "on,off", "-oom: evictd's growth stop (--stop-growth) on, off")
+	vmOOMRamps := flag.String("vm-oom-ramps", "", "-oom -vm: the VM's ramps (default: -oom-ramps)")
+	vmOOMTerm := flag.String("vm-oom-sigterm", "", "-oom -vm: the VM's SIGTERM cells (default: -oom-sigterm)")
 	vmexec := flag.String("vm", "", "also run the cgroup v2 wake-up variant in the qemu VM through this vmexec wrapper (.cache/vm/vmexec; this binary must be static)")
 	vmTrials := flag.Int("vm-trials", 0, "trials in the VM (default: -trials)")
 	rows := flag.Bool("rows", false, "print results as JSON lines for a -vm host run to merge (used inside the VM)")
@@ -169,22 +175,32 @@ func main() {
 		return append([]string{exe, "-rows", "-variants", "wakeup", "-trials", strconv.Itoa(n), "-watch", "1ms", "-watch-fifo"}, extra...)
 	}
 	if *oomMode {
-		var out []oomRow
-		for _, v := range vs {
-			out = append(out, tr.runOOM(v, *trials, *oomScale)...)
+		cells, err := oomCells(*oomRamps, *oomTerm, *oomHeadroom, *oomStop, *oomScale)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "latency:", err)
+			os.Exit(2)
 		}
+		out := tr.runOOMMatrix(cells, *trials, *oomScale)
 		if *rows {
 			emit(out)
 			return
 		}
 		if *vmexec != "" {
-			var vmRows []oomRow
-			if err := runVM(*vmexec, vmArgs("-oom", "-oom-scale", "0.5"), &vmRows); err != nil {
+			ramps, term := *oomRamps, *oomTerm
+			if *vmOOMRamps != "" {
+				ramps = *vmOOMRamps
+			}
+			if *vmOOMTerm != "" {
+				term = *vmOOMTerm
+			}
+			var vmRows []oomResult
+			if err := runVM(*vmexec, vmArgs("-oom", "-oom-scale", "0.5", "-oom-ramps", ramps, "-oom-sigterm", term,
+				"-oom-headroom", *oomHeadroom, "-oom-stop", *oomStop), &vmRows); err != nil {
 				fmt.Fprintln(os.Stderr, "latency: the VM run failed:", err)
 			}
 			out = append(out, vmRows...)
 		}
-		printOOM(out, *trials)
+		printOOMMatrix(out, *trials)
 		return
 	}
 	var out []row
@@ -224,14 +240,19 @@ variant there, printed in the same table. The guest runs under software
 emulation (TCG), several times slower than native: its numbers are an upper
 bound for a real v2 host.
 
--oom counts instead how often the kernel OOM killer fires before evictd
-evicts, for hogs ramping past the sandbox limit.
+-oom measures instead whether evictd keeps the kernel OOM killer away from
+a hog that runs past its sandbox's limit: for every cell of ramps (a paced
+rate, one or two threads at full speed) × SIGTERM obeyed or ignored ×
+headroom × evictd's growth stop on and off, the trials with any kernel OOM
+kill (the sandbox's counters and the kernel log), crossing → growth stopped
+and → the hog gone, and who ended it.
 
 Needs root. Usually run through bench/latency.sh.
 
 Example:
   bench/latency.sh                      # v1 eventfd, v2 in the VM, 10 s poll
-  bench/latency.sh -oom -trials 10
+  bench/latency.sh -oom -trials 10       # the whole matrix, host and VM
+  .cache/bench-latency -oom -trials 3 -oom-ramps "2 threads" -oom-headroom 64Mi
   .cache/bench-latency -trials 5 -variants wakeup
 
 Flags:
@@ -321,7 +342,7 @@ func runVM[T any](vmexec string, args []string, out *[]T) error {
 		switch r := any(&got[i]).(type) {
 		case *row:
 			r.Load = load
-		case *oomRow:
+		case *oomResult:
 			r.Load = load
 		}
 	}
@@ -658,78 +679,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// oomRow is one cell of the OOM-avoidance table.
-type oomRow struct {
-	Name     string `json:"name"`
-	Where    string `json:"where"`
-	Load     string `json:"load"`
-	Limit    int64  `json:"limit"`
-	Headroom int64  `json:"headroom"`
-	Peak     int64  `json:"peak"`
-	Rate     int64  `json:"rate"` // bytes per second
-	OOM      int    `json:"oom"`
-	OK       int    `json:"ok"`
-	Failed   int    `json:"failed"`
-}
-
-// runOOM measures, for one variant and each ramp rate, the share of trials
-// in which the kernel OOM killer fired before evictd evicted. scale shrinks
-// the sandbox, headroom, peak and rates alike (the VM has 1G in all).
-func (t trialer) runOOM(v variant, trials int, scale float64) []oomRow {
-	sc := func(b int64) int64 { return int64(float64(b)*scale) &^ (1<<20 - 1) }
-	limitB, headroom, peak := sc(512<<20), sc(256<<20), sc(768<<20)
-	var out []oomRow
-	for _, rate := range []int64{sc(100 << 20), sc(500 << 20), sc(2 << 30)} {
-		r := oomRow{Name: v.name, Where: t.where, Limit: limitB, Headroom: headroom, Peak: peak, Rate: rate}
-		before := loadavg()
-		var mu sync.Mutex
-		v.forTrials(trials, func(i int) {
-			_, first, err := t.run(v.wakeups, v.trialPhase(), i, limitB, q(headroom), fmt.Sprintf("ramp %s %s; hold", q(peak), q(rate)), limitB-headroom)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				r.Failed++
-				fmt.Fprintf(os.Stderr, "  %s @%s/s trial %d: %v\n", v.name, q(rate), i, err)
-			case first:
-				r.OOM++
-			default:
-				r.OK++
-			}
-		})
-		r.Load = before + " → " + loadavg()
-		out = append(out, r)
-	}
-	return out
-}
-
-func printOOM(rows []oomRow, trials int) {
-	fmt.Printf("OOM avoidance: a hog ramps past the sandbox's limit with a hard threshold at <headroom> available; %d trials per rate (%s)\n",
-		trials, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tsandbox\theadroom\tramp to\trate\tOOM first\tfailed\tload avg\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/s\t%d/%d (%.0f%%)\t%d\t%s\t\n", r.Name, q(r.Limit), q(r.Headroom), q(r.Peak), q(r.Rate),
-			r.OOM, r.OOM+r.OK, 100*float64(r.OOM)/float64(max(1, r.OOM+r.OK)), r.Failed, r.Load)
-	}
-	tw.Flush()
-	seen := map[string]bool{}
-	for _, r := range rows {
-		if !seen[r.Name] {
-			seen[r.Name] = true
-			fmt.Printf("  %-36s %s\n", r.Name, r.Where)
-		}
-	}
-	fmt.Println("OOM first = the kernel OOM-killed in the sandbox before evictd's eviction (lower is better; the target is 0).")
-	for _, r := range rows {
-		if strings.HasPrefix(r.Where, "qemu") {
-			fmt.Println("The VM rows are scaled by 0.5 (sandbox, headroom, peak and rates) to fit the 1G guest, and run under")
-			fmt.Println("software emulation: the hog's page faults are slowed along with evictd, so the rates are nominal.")
-			break
-		}
-	}
 }
 
 // q formats whole mebibytes as a quantity ("256Mi", "1Gi").

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/internal/agent"
@@ -53,7 +50,7 @@ Example (as root):
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "[-o text|json] [--decision-log FILE]", demoHelp, stdout, stderr)
-	out := fs.String("o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
+	out := fs.StringP("output", "o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
 	logPath := fs.String("decision-log", "", "append the agent's decision records (JSON lines) to this file, for evictd report")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -90,7 +87,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	opts := demo.Options{Out: narration, Exe: exe}
 	if *logPath != "" {
-		dl, err := agent.OpenDecisionLog(*logPath)
+		dl, err := agent.OpenDecisionLog(*logPath, agent.DecisionLogOptions{})
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd demo: --decision-log: %v\n", err)
 			return exitError
@@ -98,7 +95,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		defer dl.Close()
 		opts.DecisionLog = dl
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cleanupContext()
 	defer stop()
 	sum, err := demo.Run(ctx, opts)
 	if err != nil {

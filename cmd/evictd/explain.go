@@ -14,6 +14,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/safetext"
@@ -36,9 +37,12 @@ the node-level reclaim it runs first, the pods ranked for the deciding signal
 with the keys that ranked them, and the pod it evicts with grace period and
 message — the same text the pod's status and event get.
 
-Inputs are the formats you already have: a KubeletConfiguration file (YAML or
-JSON) and/or the kubelet's eviction flags (flags win over the file, as in the
-kubelet); the node's /stats/summary JSON (kubectl get --raw
+Inputs are the formats you already have: the kubelet's configuration — a
+KubeletConfiguration file (YAML or JSON) with the drop-ins of its
+--config-dir, merged as the kubelet merges them, or the node's /configz dump
+(kubectl get --raw /api/v1/nodes/NODE/proxy/configz), which is all of it —
+and/or the kubelet's eviction flags (flags win over the file, as in the
+kubelet; docs/kubelet-config.md); the node's /stats/summary JSON (kubectl get --raw
 /api/v1/nodes/NODE/proxy/stats/summary); the pods as kubectl get pods -o json
 (a PodList, a list of Pods or one Pod; JSON or YAML).
 
@@ -54,20 +58,23 @@ sees them.
 
 Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
+  evictd explain --config configz.json --summary summary.json --pods pods.json
+  evictd explain --config /etc/kubernetes/kubelet/config.json --config-dir /etc/kubernetes/kubelet/config.json.d --summary s.json --pods p.json
   evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
   evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "[--config FILE] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
+	fs := newFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
 	registerInputFlags(fs)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or the node's /configz dump (kubectl get --raw /api/v1/nodes/NODE/proxy/configz: the kubelet's configuration after its drop-ins and flags); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
+	configDir := registerConfigDirFlag(fs)
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
 	podsPath := fs.String("pods", "", "the node's active pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	imageFs := fs.Bool("dedicated-imagefs", false, "the container runtime's image filesystem is separate from the node filesystem")
 	splitFs := fs.Bool("split-containerfs", false, "container writable layers are on a filesystem separate from images (implies --dedicated-imagefs)")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
 	live := registerLiveFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
@@ -89,13 +96,12 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if *splitFs && !*imageFs {
 		*imageFs = true
 	}
-	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "evictd explain: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", w)
-	}
+	warnKubeletConfig(stderr, "explain", kc)
+
 	var summary *statsv1alpha1.Summary
 	var pods []*v1.Pod
 	if *podsPath != "" {
@@ -125,7 +131,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		d = eng.Reclaimed(now, summary)
 		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
 	}
-	rep := explainReport{Config: source, Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d,
+	rep := explainReport{Config: kc.Describe(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d,
 		GrowthStops: growthStopPlans(d, live.cgroupVersion())}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)

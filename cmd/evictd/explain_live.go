@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"path"
 	"path/filepath"
 	"strings"
@@ -34,7 +34,7 @@ type liveFlags struct {
 // with --live, 0 without it.
 func (l *liveFlags) cgroupVersion() int { return l.version }
 
-func registerLiveFlags(fs *flag.FlagSet) *liveFlags {
+func registerLiveFlags(fs *pflag.FlagSet) *liveFlags {
 	return &liveFlags{
 		live:        fs.Bool("live", false, "read this node's stats now (as 'evictd stat --summary' does) instead of --summary"),
 		podsCgroup:  fs.String("pods-cgroup", "", "--live: the pods' parent cgroup relative to the hierarchy root (default: detect /kubepods.slice or /kubepods)"),

@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 	cgrouptest.RunHogIfChild() // the test binary doubles as a memory hog
 	if os.Getenv(asEvictdEnv) == "1" {
 		// ... and as evictd itself, for tests that signal a real process.
+		limitDescriptorsIfAsked()
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +17,7 @@ import (
 type inputSizeFlag struct{}
 
 func (inputSizeFlag) String() string { return "" }
+func (inputSizeFlag) Type() string   { return "size" }
 
 func (inputSizeFlag) Set(s string) error {
 	q, err := resource.ParseQuantity(s)
@@ -33,7 +34,7 @@ func (inputSizeFlag) Set(s string) error {
 
 // registerInputFlags adds --max-input-size to a command that reads input
 // files.
-func registerInputFlags(fs *flag.FlagSet) {
+func registerInputFlags(fs *pflag.FlagSet) {
 	fs.Var(inputSizeFlag{}, "max-input-size", fmt.Sprintf("refuse input files larger than this, e.g. 256Mi (default %dMi): decoding takes many times a file's size in memory", load.DefaultMaxInputBytes>>20))
 }
 

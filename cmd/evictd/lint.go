@@ -1,13 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -23,22 +22,28 @@ func init() {
 
 const lintHelp = `
 Checks a kubelet eviction configuration before it reaches a node: a
-KubeletConfiguration file, the kubelet's eviction flags, or both (the flags
-are laid over the file as the kubelet does). Without --config, lint checks a
-kubelet started with these flags alone — which gets no default thresholds.
+KubeletConfiguration file (with the drop-ins of a --config-dir, merged as
+the kubelet merges them) or a node's /configz dump, the kubelet's eviction
+flags, or both (the flags are laid over the file as the kubelet does).
+Without --config, lint checks a kubelet started with these flags alone —
+which gets no default thresholds.
 
 Errors are the kubelet v1.37.2's own, with its wording: what makes it refuse
 to start (unknown signal, bad quantity or percentage, soft threshold without
 grace period, negative grace or reclaim, MemoryQoS settings, missing kind).
 Warnings are settings it accepts without a word that do something else than
-they seem: a partial evictionHard dropping the other defaults, "0%"/"100%"
+they seem: an unknown field or duplicate key (the kubelet decodes leniently;
+the other checks still run), quantities below one byte (500m is half a
+byte) or byte thresholds below 1Mi ("100" is 100 bytes), drop-in quirks, a
+partial evictionHard dropping the other defaults, "0%"/"100%"
 silently disabling a signal ("0.0%" does not), a soft threshold with 0s grace
 (a hard one) or not above the hard one, containerfs thresholds the kubelet
 overwrites, evictionMaxPodGracePeriod 0 or negative with soft thresholds, a
 minimum reclaim larger than its threshold, evictionPressureTransitionPeriod
-0s (= 5m), a memory reservation not covering the hard threshold,
-kernelMemcgNotification on cgroup v2, imagefs thresholds on a single
-filesystem, localStorageCapacityIsolation off. Infos are worth knowing.
+0s (= 5m; an info in a file serialized from defaults, as kubeadm's is), a
+memory reservation not covering the hard threshold, kernelMemcgNotification
+on cgroup v2, imagefs thresholds on a single filesystem,
+localStorageCapacityIsolation off. Infos are worth knowing.
 
 With --kubelet-config (the node's kubelet configuration, read as leniently as
 the kubelet reads it), lint also checks evictd beside that kubelet: each of
@@ -52,6 +57,8 @@ why it matters and the fix. Exit status: 0 clean (infos only), 1 warnings,
 
 Examples:
   evictd lint --config /var/lib/kubelet/config.yaml
+  evictd lint --config configz.json
+  evictd lint --config /etc/kubernetes/kubelet/config.json --config-dir /etc/kubernetes/kubelet/config.json.d
   evictd lint --eviction-hard 'memory.available<500Mi,nodefs.available<10%' \
       --eviction-soft 'memory.available<1Gi' --eviction-soft-grace-period 'memory.available=1m'
   evictd lint --config config.yaml --cgroup-version 2 --filesystems single -o json
@@ -59,13 +66,15 @@ Examples:
 `
 
 func runLint(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lint", "[--config FILE] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
+	fs := newFlagSet("lint", "[--config FILE [--config-dir DIR]] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
 	registerInputFlags(fs)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON)")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump")
+	configDir := registerConfigDirFlag(fs)
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
 	layout := fs.String("filesystems", "", "the nodes' filesystem layout, for layout-specific checks: single, imagefs or split")
-	out := fs.String("o", "table", "output format: table or json")
-	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file: check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
+	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file (or /configz dump): check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
+	kubeletConfigDir := fs.String("kubelet-config-dir", "", "the node's kubelet --config-dir, merged over --kubelet-config as the kubelet merges it")
 	evFlags := load.RegisterEvictionFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -88,37 +97,31 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	default:
 		return fail("--filesystems %q: want single, imagefs or split", *layout)
 	}
-	if *configPath == "" && len(evFlags.Set()) == 0 {
-		return fail("nothing to lint: give --config FILE and/or kubelet eviction flags (see --help)")
+	if *configPath == "" && *configDir == "" && len(evFlags.Set()) == 0 {
+		return fail("nothing to lint: give --config FILE, --config-dir DIR and/or kubelet eviction flags (see --help)")
+	}
+	if *kubeletConfigDir != "" && *kubeletConfig == "" {
+		return fail("--kubelet-config-dir goes with --kubelet-config")
 	}
 
-	in := lint.Input{ConfigFile: *configPath, FlagsSet: evFlags.Set(), CgroupVersion: *cgroupVersion, Layout: l}
-	var sources []string
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	if *configPath != "" {
-		var err error
-		kc, in.Present, err = load.KubeletConfigFileFields(*configPath)
-		if err != nil {
-			return lintLoadError(err, *configPath, *out, stdout, stderr)
-		}
-		sources = append(sources, *configPath)
-	}
-	if err := evFlags.Apply(kc); err != nil {
+	c, err := kubeletconfig.Read(kubeletconfig.Source{File: *configPath, DropInDir: *configDir})
+	if err != nil {
 		return fail("%v", err)
 	}
-	for _, f := range in.FlagsSet {
-		sources = append(sources, "--"+f)
+	if err := c.ApplyFlags(evFlags, ""); err != nil {
+		return fail("%v", err)
 	}
-	in.Config = kc
+	in := lint.Input{Config: c.Kubelet, ConfigFile: *configPath, Present: c.Present, Configz: c.Configz,
+		Reading: c.Warnings, Skipped: c.Skipped, FlagsSet: evFlags.Set(), CgroupVersion: *cgroupVersion, Layout: l}
 	findings := lint.Check(in)
 	if *kubeletConfig != "" {
-		more, err := coexistenceFindings(kc, *kubeletConfig)
+		more, err := coexistenceFindings(c.Kubelet, kubeletconfig.Source{File: *kubeletConfig, DropInDir: *kubeletConfigDir})
 		if err != nil {
 			return fail("--kubelet-config: %v", err)
 		}
 		findings = append(findings, more...)
 	}
-	rep := lint.NewReport(strings.Join(sources, " "), findings)
+	rep := lint.NewReport(c.Describe(), findings)
 	if *out == "json" {
 		if err := lint.WriteJSON(stdout, rep); err != nil {
 			return fail("%v", err)
@@ -129,48 +132,21 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	return lint.ExitCode(findings)
 }
 
-// lintLoadError turns a file the strict decoder refuses into a finding when
-// it is a field-level problem the kubelet itself would only log (it falls
-// back to lenient decoding for unknown and duplicate fields) — the setting
-// then silently does nothing — and into a plain error line otherwise.
-func lintLoadError(err error, path, format string, stdout, stderr io.Writer) int {
-	var le *load.Error
-	if !errors.As(err, &le) || (!errors.Is(err, load.ErrUnknownField) && !errors.Is(err, load.ErrDuplicateKey)) {
-		fmt.Fprintf(stderr, "evictd lint: %v\n", err)
-		return exitError
-	}
-	f := lint.Finding{Severity: lint.SeverityError, Rule: "config-decoding", Field: le.Field, Value: le.Value, Message: le.Err.Error()}
-	if errors.Is(err, load.ErrUnknownField) {
-		f.Why = "the kubelet's strict decoding fails; it then decodes leniently, logs \"Using lenient decoding as strict decoding failed\" and ignores the field: the setting has no effect (often a typo)"
-		f.Fix = "correct the field name (fields are case-sensitive, e.g. evictionHard) or remove it"
-	} else {
-		f.Why = "the kubelet's lenient fallback keeps only the last value, silently"
-		f.Fix = "keep one entry per key"
-	}
-	rep := lint.NewReport(path+" (decoding stopped at this finding)", []lint.Finding{f})
-	if format == "json" {
-		_ = lint.WriteJSON(stdout, rep)
-	} else {
-		lint.WriteTable(stdout, rep)
-	}
-	return exitError
-}
-
 // coexistenceFindings compares evictd's thresholds (kc) with the kubelet's
 // (its config file, read leniently). When evictd's own configuration does
 // not parse, the other rules already say why and there is nothing to compare.
-func coexistenceFindings(kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletPath string) ([]lint.Finding, error) {
-	kk, _, err := load.KubeletConfigFileLenient(kubeletPath)
+func coexistenceFindings(kc *kubeletconfigv1beta1.KubeletConfiguration, src kubeletconfig.Source) ([]lint.Finding, error) {
+	kk, err := kubeletconfig.Read(src)
 	if err != nil {
 		return nil, err
 	}
-	kcfg, err := policy.ConfigFromKubelet(kk)
+	kcfg, err := kk.Policy()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", kubeletPath, err)
+		return nil, err
 	}
 	ecfg, err := policy.ConfigFromKubelet(kc)
 	if err != nil {
 		return nil, nil
 	}
-	return lint.Coexistence(ecfg.Thresholds, kcfg.Thresholds, kubeletPath), nil
+	return lint.Coexistence(ecfg.Thresholds, kcfg.Thresholds, kk.Describe()), nil
 }

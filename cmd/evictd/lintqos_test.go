@@ -68,7 +68,7 @@ func TestLintGolden(t *testing.T) {
 		{"lint/tuned-with-pitfalls.json", 1, []string{"--config", d + "tuned-with-pitfalls.yaml", "--cgroup-version", "2", "--filesystems", "single", "-o", "json"}},
 		{"lint/tuned-fixed.txt", 0, []string{"--config", d + "tuned-fixed.yaml", "--cgroup-version", "2", "--filesystems", "imagefs"}},
 		{"lint/broken.txt", 2, []string{"--config", d + "broken.yaml"}},
-		{"lint/typo.txt", 2, []string{"--config", d + "typo.yaml"}},
+		{"lint/typo.txt", 1, []string{"--config", d + "typo.yaml"}},
 		{"lint/flags-only.txt", 1, []string{"--eviction-hard", "memory.available<1Gi", "--eviction-soft", "memory.available<2Gi",
 			"--eviction-soft-grace-period", "memory.available=0s"}},
 		{"lint/flags-over-file.txt", 2, []string{"--config", d + "tuned-fixed.yaml", "--eviction-hard", "memory.available<100Mi,pid.avail<1000"}},
@@ -104,7 +104,7 @@ func TestLintQoSBadInput(t *testing.T) {
 		args []string
 		want string // the one stderr line
 	}{
-		{[]string{"lint"}, "evictd lint: nothing to lint: give --config FILE and/or kubelet eviction flags (see --help)\n"},
+		{[]string{"lint"}, "evictd lint: nothing to lint: give --config FILE, --config-dir DIR and/or kubelet eviction flags (see --help)\n"},
 		{[]string{"lint", "--config", "testdata/lint/missing.yaml"}, "evictd lint: testdata/lint/missing.yaml: open testdata/lint/missing.yaml: no such file or directory\n"},
 		{[]string{"lint", "--config", "testdata/lint/broken.yaml", "-o", "xml"}, "evictd lint: -o \"xml\": want table or json\n"},
 		{[]string{"lint", "--filesystems", "zfs", "--eviction-hard", "memory.available<1Gi"}, "evictd lint: --filesystems \"zfs\": want single, imagefs or split\n"},

@@ -1,50 +1,51 @@
 package main
 
 import (
-	"strings"
+	"fmt"
+	"io"
 
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"github.com/spf13/pflag"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 )
 
+// registerConfigDirFlag adds --config-dir, the kubelet's drop-in directory,
+// to a command that reads a kubelet configuration with --config.
+func registerConfigDirFlag(fs *pflag.FlagSet) *string {
+	return fs.String("config-dir", "", "the kubelet's --config-dir: its drop-ins (*.conf, subdirectories too) merged over --config in lexical order, as the kubelet merges them (docs/kubelet-config.md)")
+}
+
 // policyConfig builds the engine's configuration the way the kubelet builds
-// its own: the config file (if any), then the eviction flags over it, then
-// defaulting and threshold parsing. source names where it came from, for
-// error messages and reports ("kubelet defaults" without a file or flags).
-// Errors are one line naming the file or flag, the field and the value.
-//
-// The config file is read as the kubelet reads it: unknown fields and
-// duplicate keys are returned as warnings, not errors (an agent must not
-// refuse a file its kubelet runs with); `evictd lint` reports them.
-func policyConfig(configPath string, flags *load.EvictionFlags) (cfg policy.Config, source string, warnings []error, err error) {
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	source = "kubelet defaults"
-	if configPath != "" {
-		if kc, warnings, err = load.KubeletConfigFileLenient(configPath); err != nil {
-			return policy.Config{}, "", nil, err
-		}
-		source = configPath
+// its own: the config file (or /configz dump) and its drop-ins, read as the
+// kubelet reads them (kubeletconfig.Read: unknown fields and duplicate keys
+// of the file are warnings in the returned Config, not errors, since an
+// agent must not refuse a file its kubelet runs with; `evictd lint` reports
+// them), then the eviction flags over them, then defaulting and threshold
+// parsing. Errors are one line naming the file or flag, the field and the
+// value. The returned Config says where it all came from (Describe).
+func policyConfig(src kubeletconfig.Source, flags *load.EvictionFlags) (policy.Config, *kubeletconfig.Config, error) {
+	c, err := kubeletconfig.Read(src)
+	if err != nil {
+		return policy.Config{}, nil, err
 	}
-	if err := flags.Apply(kc); err != nil {
-		return policy.Config{}, "", nil, err
+	if err := c.ApplyFlags(flags, ""); err != nil {
+		return policy.Config{}, nil, err
 	}
-	if set := flags.Set(); len(set) > 0 {
-		source += " + --" + strings.Join(set, " --")
+	cfg, err := c.Policy()
+	if err != nil {
+		return policy.Config{}, nil, err
 	}
-	if cfg, err = policy.ConfigFromKubelet(kc); err != nil {
-		return policy.Config{}, "", nil, &sourceError{source, err}
-	}
-	return cfg, source, warnings, nil
+	return cfg, c, nil
 }
 
-// sourceError prefixes a policy error with the config's source, so the line
-// says which file or flags the field came from.
-type sourceError struct {
-	source string
-	err    error
+// warnKubeletConfig prints one line per thing the configuration's reading
+// accepted without a word, as the kubelet accepts it (unknown fields,
+// duplicate keys, drop-in quirks), for the commands that print rather than
+// log.
+func warnKubeletConfig(stderr io.Writer, command string, c *kubeletconfig.Config) {
+	for _, w := range c.Warnings {
+		fmt.Fprintf(stderr, "evictd %s: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", command, w)
+	}
 }
-
-func (e *sourceError) Error() string { return e.source + ": " + e.err.Error() }
-func (e *sourceError) Unwrap() error { return e.err }

@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/safetext"
@@ -79,13 +79,14 @@ Examples:
 func runQoS(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
 	registerInputFlags(fs)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump; without it the kubelet's defaults apply")
+	configDir := registerConfigDirFlag(fs)
 	podsPath := fs.String("pods", "", "pods: PodList, list of Pods or a Pod (JSON or YAML), required")
 	allocFlag := fs.String("node-allocatable-memory", "", "node allocatable memory, e.g. 30Gi (default: capacity − systemReserved − kubeReserved)")
 	capFlag := fs.String("memory-capacity", "", "the node's memory capacity, e.g. 32Gi (default: MemTotal of this machine)")
 	cgroupVersion := fs.Int("cgroup-version", 2, "the node's cgroup version: 2, or 1 (where MemoryQoS writes nothing)")
 	pageSize := fs.Int64("page-size", int64(os.Getpagesize()), "the node's page size in bytes; memory.high is rounded down to it")
-	out := fs.String("o", "table", "output format: table or json")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
 	live := fs.Bool("live", false, "compare what is written now on this host's workloads (--workload-root, --workloads) with what evictd run keeps there")
 	root := fs.String("workload-root", "", "with --live: the workload root, relative to the memory hierarchy root, as given to evictd run")
 	workloadsPath := fs.String("workloads", "", "with --live: the workloads file, as given to evictd run")
@@ -107,7 +108,7 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 		case *out != "table" && *out != "json":
 			return fail("-o %q: want table or json", *out)
 		}
-		return runQoSLive(*configPath, *root, *workloadsPath, *out, stdout, stderr)
+		return runQoSLive(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, *root, *workloadsPath, *out, stdout, stderr)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -124,16 +125,15 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 		return fail("--page-size %d: must be positive", *pageSize)
 	}
 
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	if *configPath != "" {
-		var err error
-		if kc, err = load.KubeletConfigFile(*configPath); err != nil {
-			return fail("%v", err)
-		}
+	c, err := kubeletconfig.Read(kubeletconfig.Source{File: *configPath, DropInDir: *configDir})
+	if err != nil {
+		return fail("%v", err)
 	}
+	warnKubeletConfig(stderr, "qos", c)
+	kc := c.Kubelet
 	s, err := memqos.FromKubelet(kc)
 	if err != nil {
-		return fail("%s: %v", orDefaults(*configPath), err)
+		return fail("%s: %v", c.Describe(), err)
 	}
 	s.CgroupV2 = *cgroupVersion == 2
 	s.PageSize = *pageSize
@@ -158,7 +158,7 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		if s.NodeAllocatableMemory, err = memqos.NodeAllocatableMemory(s.MemoryCapacity, kc); err != nil {
-			return fail("%s: %v", orDefaults(*configPath), err)
+			return fail("%s: %v", c.Describe(), err)
 		}
 		allocSource = "capacity − systemReserved − kubeReserved"
 	}
@@ -183,13 +183,6 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	}
 	writeQoSTable(stdout, s, res, qosCgroups, capSource, allocSource)
 	return exitOK
-}
-
-func orDefaults(path string) string {
-	if path == "" {
-		return "kubelet defaults"
-	}
-	return path
 }
 
 func positiveQuantity(flagName, v string) (int64, error) {
@@ -284,17 +277,11 @@ func clip(s string, n int) string {
 // memoryReservationPolicy and memoryThrottlingFactor, and this machine's
 // facts (MemTotal, allocatable = MemTotal − systemReserved − kubeReserved,
 // page size). The cgroup version is the caller's.
-func hostQoSSettings(configPath string) (memqos.Settings, error) {
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	if configPath != "" {
-		var err error
-		if kc, err = load.KubeletConfigFile(configPath); err != nil {
-			return memqos.Settings{}, err
-		}
-	}
+func hostQoSSettings(c *kubeletconfig.Config) (memqos.Settings, error) {
+	kc := c.Kubelet
 	s, err := memqos.FromKubelet(kc)
 	if err != nil {
-		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+		return s, fmt.Errorf("%s: %v", c.Describe(), err)
 	}
 	mi, err := host.ReadMeminfo("/proc")
 	if err != nil {
@@ -302,7 +289,7 @@ func hostQoSSettings(configPath string) (memqos.Settings, error) {
 	}
 	s.MemoryCapacity = int64(mi.MemTotal)
 	if s.NodeAllocatableMemory, err = memqos.NodeAllocatableMemory(s.MemoryCapacity, kc); err != nil {
-		return s, fmt.Errorf("%s: %v", orDefaults(configPath), err)
+		return s, fmt.Errorf("%s: %v", c.Describe(), err)
 	}
 	s.PageSize = int64(os.Getpagesize())
 	return s, nil

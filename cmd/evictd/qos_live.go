@@ -11,18 +11,24 @@ import (
 
 	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
 
 // runQoSLive prints what is written now on the workloads next to what
 // `evictd run` keeps there (internal/protect.Observe).
-func runQoSLive(configPath, rootRel, workloadsPath, out string, stdout, stderr io.Writer) int {
+func runQoSLive(src kubeletconfig.Source, rootRel, workloadsPath, out string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd qos --live: "+format+"\n", a...)
 		return exitError
 	}
-	s, err := hostQoSSettings(configPath)
+	c, err := kubeletconfig.Read(src)
+	if err != nil {
+		return fail("%v", err)
+	}
+	warnKubeletConfig(stderr, "qos --live", c)
+	s, err := hostQoSSettings(c)
 	if err != nil {
 		return fail("%v", err)
 	}

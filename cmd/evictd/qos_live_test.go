@@ -13,6 +13,7 @@ import (
 	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -64,7 +65,11 @@ func TestQoSLive(t *testing.T) {
 		t.Fatalf("before evictd keeps them, want both workloads flagged:\n%s", before)
 	}
 
-	s, err := hostQoSSettings("")
+	kc, err := kubeletconfig.Read(kubeletconfig.Source{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := hostQoSSettings(kc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,23 +34,31 @@ self-contained HTML page to attach to an incident ticket:
     triggered the synchronize and how long after it the decision came, what
     the kill did, the ranking it came from and the pod's status message.
 
-The log is streamed: a week at one record per second renders in seconds in
-bounded memory. The chart keeps each time bucket's minimum and maximum, so
-spikes survive downsampling; the table lists the first and last 500
-evictions when there are more, and the page says so. A malformed record is
-an error naming the file, line and field (a partial last line, from a copy
-taken while evictd wrote, is left out and noted). FILE "-" is standard input.
+The log is streamed in bounded memory (a record's line is at most 1 MiB);
+docs/plot.md has measured sizes and times. The chart keeps each time
+bucket's minimum and maximum, so spikes survive downsampling; the table
+lists the first and last 500 evictions when there are more, and the page
+says so. A malformed record is an error naming the file, line and field;
+--skip-bad skips such records instead, counts them and names the first (a
+partial last line, from a copy taken while evictd wrote, is always left out
+and noted). Lines that are not records — log lines, text or
+--log-format json, which 'kubectl logs' mixes with the records when the
+decision log is standard output, with or without --timestamps — are skipped
+and counted. FILE "-" is standard input. Rotated files are read oldest
+first: cat FILE.3 FILE.2 FILE.1 FILE | evictd report -.
 
 Example:
   evictd run --config kubelet.yaml --decision-log /var/log/evictd/decisions.jsonl
   evictd report /var/log/evictd/decisions.jsonl -o incident.html
+  kubectl -n kube-system logs ds/evictd --since 2h | evictd report - -o incident.html
 `
 
 func runReport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("report", "DECISIONS.jsonl [-o FILE.html]", reportHelp, stdout, stderr)
-	out := fs.String("o", "-", "write the page to this file (\"-\": standard output)")
+	out := fs.StringP("output", "o", "-", "write the page to this file (\"-\": standard output)")
 	maxRows := fs.Int("max-rows", report.DefaultMaxRows, "list at most this many evictions in the table (the first and the last half)")
 	gap := fs.Duration("gap", report.DefaultMaxGap, "break the chart's lines where records are further apart than this")
+	skipBad := fs.Bool("skip-bad", false, "skip malformed records (counted, the first named on the page and on stderr) instead of failing on the first")
 	// Flags may follow the file name: evictd report FILE -o out.html.
 	var file string
 	if len(args) > 0 && len(args[0]) > 0 && (args[0][0] != '-' || args[0] == "-") {
@@ -89,10 +97,17 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		src, name = f, file
 	}
 	var page bytes.Buffer
-	o := report.Options{MaxRows: *maxRows, MaxGap: *gap, Now: time.Now()}
-	if err := report.Render(&page, src, name, o); err != nil {
+	o := report.Options{MaxRows: *maxRows, MaxGap: *gap, Now: time.Now(), SkipBad: *skipBad}
+	sum, err := report.Render(&page, src, name, o)
+	if err != nil {
 		fmt.Fprintln(stderr, "evictd report:", err)
 		return exitError
+	}
+	if sum.NotRecords > 0 {
+		fmt.Fprintf(stderr, "evictd report: %d lines of %s are not decision records (log lines) and were skipped\n", sum.NotRecords, name)
+	}
+	if sum.Skipped > 0 {
+		fmt.Fprintf(stderr, "evictd report: %d malformed records skipped; the first: %s\n", sum.Skipped, sum.FirstSkipped)
 	}
 	if *out == "-" {
 		if _, err := page.WriteTo(stdout); err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -15,6 +13,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
@@ -58,15 +57,21 @@ memoryReservationPolicy and memoryThrottlingFactor and the workloads file.
 Values are left in place at stop; "evictd qos --live" compares them with
 what is written now (docs/qos.md).
 
-Each decision that has something to say is appended to the decision log as
-one JSON line (the data "evictd explain -o json" prints); Prometheus metrics
-and /healthz are served on 127.0.0.1:9847 by default. Logs: one line per
-action and per state change, nothing per tick.
+Each decision that acted or changed something is appended to the decision
+log as one JSON line (the data "evictd explain -o json" prints; the ranking
+only where a pod was evicted), with a heartbeat every 30 s while pressure
+stays; the file rotates at --decision-log-max-size, keeping
+--decision-log-keep old ones. Prometheus metrics and /healthz are served on
+127.0.0.1:9847 by default. Logs: one line per action and per state change,
+nothing per tick. Every output goes through a bounded queue: a slow disk or
+a stalled pipe costs records (evictd_output_dropped_total), never a
+decision, a kill or a stop. The decision log and the state file must be
+regular files (a link, a FIFO or a device is refused).
 
 When a hard memory or PID threshold picks a victim, its growth is stopped
-before anything else is done (--stop-growth): memory.high at its usage on
-cgroup v2, the OOM killer off and memory.limit_in_bytes just above the usage
-on v1, pids.max at its task count. The eviction then goes on exactly as the
+before anything else is done (--stop-growth): memory.high at its usage, then
+10% under it, on cgroup v2, the OOM killer off and memory.limit_in_bytes just
+above the usage on v1, pids.max at its task count. The eviction then goes on exactly as the
 kubelet's: SIGTERM, the grace period, the kill; the stop is undone if the
 eviction is abandoned, once the workload is gone, and when evictd stops.
 
@@ -76,8 +81,11 @@ and the metrics address, and exits.
 
 One agent per workload root: a second one on the same root, or on a cgroup
 inside or around it, is refused with the first one's PID. SIGHUP reloads the
-workloads file (a file with an error is logged and the running one kept);
-SIGINT and SIGTERM stop the agent cleanly.
+workloads file (a file with an error is logged and the running one kept) and
+reopens the decision log. SIGINT and SIGTERM stop the agent cleanly; an
+eviction whose grace period runs then finishes within --stop-timeout, or the
+next start finishes it at its deadline (a stop never shortens a grace
+period).
 
 Example:
   evictd run --dry-run
@@ -91,6 +99,7 @@ Example:
 type hookFlag map[string][]actuate.Hook
 
 func (h hookFlag) String() string { return "" }
+func (h hookFlag) Type() string   { return "SIGNAL=COMMAND" }
 func (h hookFlag) Set(s string) error {
 	sig, cmd, ok := strings.Cut(s, "=")
 	if !ok || strings.TrimSpace(cmd) == "" {
@@ -106,7 +115,8 @@ func (h hookFlag) Set(s string) error {
 
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "[flags]", runHelp, stdout, stderr)
-	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings; without it the kubelet's defaults apply")
+	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings, or a /configz dump; without it the kubelet's defaults apply")
+	configDir := registerConfigDirFlag(fs)
 	root := fs.String("workload-root", "", `cgroup whose children are the workloads, relative to the memory hierarchy root, e.g. /workloads (required unless --dry-run, where it defaults to "/")`)
 	workloadsPath := fs.String("workloads", "", "workloads file (YAML or JSON) describing the workload cgroups; see docs/agent.md")
 	interval := fs.Duration("interval", agent.DefaultInterval, "period of the synchronize loop (the kubelet's evictionMonitoringPeriod)")
@@ -127,10 +137,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hooks := hookFlag{}
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
+	outFlags := registerOutputFlags(fs)
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
 	kf := registerKubeFlags(fs)
@@ -167,12 +177,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *hookTimeout <= 0 || *refresh < 0 || *psiStall < 0 {
 		return fail("--reclaim-timeout %s / --notifier-refresh %s / --psi-stall %s: want positive durations", *hookTimeout, *refresh, *psiStall)
 	}
-	if *logFormat != "text" && *logFormat != "json" {
-		return fail("--log-format %q: want text or json", *logFormat)
+	if err := outFlags.check(); err != nil {
+		return fail("%v", err)
 	}
+	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
+		return fail("%v", err)
+	}
+	if !*dryRun {
+		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
+			return fail("%v", err)
+		}
+	}
+	// The agent's lines go to stderr through a queue, so that a stalled
+	// stderr never stalls the loop (runLogger); klog's follow.
+	log, logw := runLogger(fs, stderr)
+	defer logw.Close(agent.DefaultFlushTimeout)
 	if *kf.on {
-		return runKube(kf, runShared{configPath: *configPath, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			logFormat: *logFormat, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, noGrowthStop: !*stopGrowth,
+		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -184,18 +206,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	} else if err := checkWorkloadRoot(*root, *dryRun, *allowRoot); err != nil {
 		return fail("%v", err)
 	}
-	if !*dryRun {
-		if err := checkOutputFile("--state-file", *stateFile, true); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if err := checkOutputFile("--decision-log", *decisionLog, true); err != nil {
-		return fail("%v", err)
-	}
 	if err := checkMetricsAddr(*metricsAddr, *check); err != nil {
 		return fail("%v", err)
 	}
-	cfg, source, warnings, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath, DropInDir: *configDir}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -210,12 +224,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			hooks[sig][i].Timeout = *hookTimeout
 		}
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
-	for _, w := range warnings {
+	for _, w := range kc.Warnings {
 		log.Warn("kubelet config: accepted as the kubelet accepts it (run `evictd lint` for details)", "warning", w)
 	}
 
@@ -224,12 +233,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		Hooks: hooks, Log: log, NoGrowthStop: !*stopGrowth,
 		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
 		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
+		StopTimeout: outFlags.stop(),
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
 	}
 	if *memoryQoS {
-		qs, err := hostQoSSettings(*configPath)
+		qs, err := hostQoSSettings(kc)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -243,7 +253,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		ws, _ := h.Pods.Workloads()
 		h.Wakeups.Close()
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s)\n",
-			len(h.Engine().Thresholds()), source, h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
+			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
@@ -251,16 +261,18 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	// Until the reload is wired below, a SIGHUP must not end the agent.
 	signal.Ignore(syscall.SIGHUP)
-	if *decisionLog != "" {
-		dl, err := agent.OpenDecisionLog(*decisionLog)
-		if err != nil {
-			return fail("--decision-log: %v", err)
-		}
+	reloads := agent.NewReloader(log)
+	dl, err := openDecisionLog(*decisionLog, outFlags, reloads)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if dl != nil {
 		defer dl.Close()
 		opts.DecisionLog = dl
 	}
 	if *metricsAddr != "" {
 		opts.Metrics = agent.NewMetrics()
+		countDrops(logw, opts.Metrics)
 	}
 	h, err := hostmode.New(opts)
 	if err != nil {
@@ -274,9 +286,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		defer srv.Close()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := runSignals()
 	defer stop()
-	reloads := agent.NewReloader(log)
 	if *workloadsPath != "" {
 		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
 	}

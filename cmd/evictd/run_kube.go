@@ -3,25 +3,22 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -37,9 +34,12 @@ Kubernetes mode (--kubernetes): evictd runs beside the kubelet on every node
 (deploy/kubernetes/, docs/kubernetes.md). It decides on the pods of this node
 (an informer scoped to --node-name) and evicts through the Eviction API with
 the kubelet's grace period, DisruptionTarget condition, Event and message.
-The thresholds come from the kubelet's own configuration file (--config,
-default ` + defaultKubeletConfig + `, read as leniently as the kubelet reads
-it) with evictd's eviction flags on top. --shadow decides and records only,
+The thresholds are the kubelet's own, read as the kubelet reads them
+(docs/kubelet-config.md): its config file (--config; default the kubelet's
+own --config where visible, else ` + defaultKubeletConfig + `), its drop-ins
+(--config-dir; default the kubelet's own where visible) and the eviction
+flags on its command line (from /proc), with evictd's eviction flags on top.
+A Node whose kubelet is not a v1.37 release is warned about. --shadow decides and records only,
 and logs for every pod the kubelet evicts whether evictd had decided the same
 pod and how much earlier.
 `
@@ -51,7 +51,7 @@ type kubeFlags struct {
 	pdbWait, localDeadline                           *time.Duration
 }
 
-func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
+func registerKubeFlags(fs *pflag.FlagSet) *kubeFlags {
 	return &kubeFlags{
 		on:            fs.Bool("kubernetes", false, "Kubernetes mode: evict this node's pods through the API server (docs/kubernetes.md)"),
 		shadow:        fs.Bool("shadow", false, "Kubernetes mode: decide and record only, and compare with the kubelet's own evictions"),
@@ -67,53 +67,44 @@ func registerKubeFlags(fs *flag.FlagSet) *kubeFlags {
 
 // runShared are the run flags both modes use.
 type runShared struct {
-	configPath, stateFile, decisionLog, metricsAddr, logFormat string
+	configPath, configDir, stateFile, decisionLog, metricsAddr string
+	log                                                        *slog.Logger
+	logw                                                       *agent.AsyncWriter // log's queue (nil in tests that pass no run logger)
 	dryRun, check, noGrowthStop                                bool
 	interval                                                   time.Duration
 	wakeups                                                    agent.WakeupConfig
 	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
+	outputs                                                    *outputFlags
 }
 
-// kubePolicyConfig reads the kubelet's configuration file leniently (a
-// missing default file means the kubelet's defaults) and applies evictd's
-// eviction flags on top.
-func kubePolicyConfig(path string, explicit bool, flags *load.EvictionFlags, log *slog.Logger) (policy.Config, string, error) {
-	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
-	source := path
-	read, warn, err := load.KubeletConfigFileLenient(path)
-	switch {
-	case err == nil:
-		kc = read
-		if warn != nil {
-			log.Warn("the kubelet's configuration has fields evictd does not know or duplicate keys; read leniently, as the kubelet does", "file", path, "warning", warn)
-		}
-	case !explicit && errors.Is(err, fs.ErrNotExist):
-		log.Warn("no kubelet configuration file; using the kubelet's defaults (pass --config if the kubelet reads another file)", "file", path)
-		source = "kubelet defaults"
-	default:
-		return policy.Config{}, "", err
-	}
-	kubelet := kc.DeepCopy()
-	if err := flags.Apply(kc); err != nil {
-		return policy.Config{}, "", err
-	}
-	set := flags.Set()
-	if len(set) > 0 {
-		source += " + --" + strings.Join(set, " --")
-	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+// kubePolicyConfig reads the kubelet's configuration as the kubelet reads
+// it — its file, its drop-ins and the eviction flags of its command line
+// (kubeletconfig.ReadNode) — and lays evictd's eviction flags on top. The
+// notes are ReadNode's, to log once the other checks pass.
+func kubePolicyConfig(sh runShared, node string) (policy.Config, *kubeletconfig.Config, []kubeletconfig.Note, error) {
+	c, notes, err := kubeletconfig.ReadNode(kubeletconfig.NodeSource{File: sh.configPath, DropInDir: sh.configDir,
+		DefaultFile: defaultKubeletConfig, ProcRoot: "/proc", NodeName: node})
 	if err != nil {
-		return policy.Config{}, "", &sourceError{source, err}
+		return policy.Config{}, nil, nil, err
+	}
+	kubelet := c.Kubelet.DeepCopy()
+	if err := c.ApplyFlags(sh.ev, ""); err != nil {
+		return policy.Config{}, nil, nil, err
+	}
+	cfg, err := c.Policy()
+	if err != nil {
+		return policy.Config{}, nil, nil, err
 	}
 	// evictd's flags may lower a threshold below the kubelet's own: say so
 	// once at start (evictd lint --kubelet-config has the details).
-	if kcfg, err := policy.ConfigFromKubelet(kubelet); err == nil && len(set) > 0 {
-		for _, f := range lint.Coexistence(cfg.Thresholds, kcfg.Thresholds, path) {
-			log.Warn("the kubelet acts before evictd on this signal", "kubelet_threshold", f.Value, "finding", f.Message, "fix", f.Fix)
+	if kcfg, err := policy.ConfigFromKubelet(kubelet); err == nil && len(sh.ev.Set()) > 0 {
+		for _, f := range lint.Coexistence(cfg.Thresholds, kcfg.Thresholds, c.Describe()) {
+			notes = append(notes, kubeletconfig.Note{Level: slog.LevelWarn, Msg: "the kubelet acts before evictd on this signal",
+				Args: []any{"kubelet_threshold", f.Value, "finding", f.Message, "fix", f.Fix}})
 		}
 	}
-	return cfg, source, nil
+	return cfg, c, notes, nil
 }
 
 // restConfig is how evictd reaches the API server, in 'run --kubernetes'
@@ -138,25 +129,21 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
 		return exitError
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if sh.logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(handler)
-	cfgPath, explicit := sh.configPath, sh.configPath != ""
-	if !explicit {
-		cfgPath = defaultKubeletConfig
-	}
-	pcfg, source, err := kubePolicyConfig(cfgPath, explicit, sh.ev, log)
-	if err != nil {
-		return fail("%v", err)
-	}
+	log, logw := sh.log, sh.logw
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
+	pcfg, kc, notes, err := kubePolicyConfig(sh, *kf.node)
+	if err != nil {
+		return fail("%v", err)
+	}
+	source := kc.Describe()
 	rc, err := restConfig(*kf.kubeconfig)
 	if err != nil {
 		return fail("%v", err)
+	}
+	for _, n := range notes {
+		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
 	o := kube.Options{
 		Rest: rc, Node: *kf.node, Policy: pcfg,
@@ -165,12 +152,12 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
 		NoGrowthStop: sh.noGrowthStop,
-		Switches:     sh.switches,
+		Switches:     sh.switches, StopTimeout: sh.outputs.stop(),
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := runSignals()
 	defer stop()
 	if sh.check {
 		n, err := kube.New(ctx, o)
@@ -185,21 +172,26 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s\n",
 			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk)
+		writeKubeletFacts(stdout, kc, n.KubeletVersion)
 		for _, t := range n.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
 		return exitOK
 	}
-	if sh.decisionLog != "" {
-		dl, err := agent.OpenDecisionLog(sh.decisionLog)
-		if err != nil {
-			return fail("--decision-log: %v", err)
-		}
+	// A SIGHUP must not end the agent: it reopens the decision log.
+	reloads := agent.NewReloader(log)
+	defer reloadOnSIGHUP(reloads)()
+	dl, err := openDecisionLog(sh.decisionLog, sh.outputs, reloads)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if dl != nil {
 		defer dl.Close()
 		o.DecisionLog = dl
 	}
 	if sh.metricsAddr != "" {
 		o.Metrics = agent.NewMetrics()
+		countDrops(logw, o.Metrics)
 	}
 	n, err := kube.New(ctx, o)
 	if err != nil {
@@ -222,4 +214,25 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	}
 	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return exitOK
+}
+
+// writeKubeletFacts prints, for --check, what evictd learnt of the kubelet:
+// its command line, the files it merged, the release it is.
+func writeKubeletFacts(w io.Writer, kc *kubeletconfig.Config, version string) {
+	if p := kc.Process; p != nil {
+		fmt.Fprintf(w, "  kubelet pid %d: --config %s, --config-dir %s, eviction flags %s\n", p.PID, dash(p.ConfigFile), dash(p.ConfigDir), dash(strings.Join(p.EvictionArgs, " ")))
+	} else {
+		fmt.Fprintln(w, "  kubelet command line: not visible")
+	}
+	for _, f := range kc.Files {
+		fmt.Fprintf(w, "  read %s\n", f)
+	}
+	switch err := kubeletconfig.CheckKubeletVersion(version); {
+	case version == "":
+		fmt.Fprintln(w, "  kubelet version: unknown (the Node object was not readable)")
+	case err != nil:
+		fmt.Fprintf(w, "  kubelet version %s: WARNING: %v\n", version, err)
+	default:
+		fmt.Fprintf(w, "  kubelet version %s: evictd implements its eviction decisions (%s)\n", version, policy.KubeletVersion)
+	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,12 +51,7 @@ func TestRunKubeRejectsBadConfiguration(t *testing.T) {
 // configuration with a field evictd does not know and a duplicate key is
 // read leniently (a warning), and the node's pods are listed.
 func TestRealRunKubeCheck(t *testing.T) {
-	srv := kubetest.Start(t)
-	cgrouptest.RequireV1Memory(t)
-	pods := cgrouptest.UniqueName(t) + "/kubepods"
-	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
-	srv.Namespace(t, "ns")
-	srv.Node(t, "node-a")
+	srv, pods := kubeNode(t)
 	for _, name := range []string{"a", "b"} {
 		srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
@@ -94,4 +91,61 @@ evictionHard: {memory.available: 300Mi}
 	if code != exitOK || strings.Count(errb.String(), "the kubelet acts before evictd") != 2 {
 		t.Errorf("exit %d; want two coexistence warnings (memory and allocatable):\n%s", code, errb.String())
 	}
+}
+
+// Kubernetes mode on a real API server that goes away: client-go's
+// reflector logs its failing watch through klog (at V(4), "Watch failed -
+// backing off"), and with --log-level debug it reaches evictd's stderr as
+// one of evictd's own JSON lines, with its pairs, never in klog's format.
+// The Node's kubelet version (kubetest's Node has none) is warned about.
+func TestRealRunKubeRoutesClientGoLogs(t *testing.T) {
+	srv, pods := kubeNode(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, next := startEvictd(t, "run", "--kubernetes", "--dry-run", "--config", cfg, "--node-name", "node-a",
+		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/"+pods, "--kubelet-summary", "none",
+		"--metrics-addr", "", "--decision-log", "", "--state-file", "", "--psi", "off", "--log-format", "json", "--log-level", "debug")
+	var stopped, versionWarned, cachesPopulated bool
+	for {
+		line := next("") // every line, in order
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line that is not evictd's JSON: %q", line)
+		}
+		level, _ := rec["level"].(string)
+		switch {
+		case rec["kubelet_version"] != nil && level == "WARN":
+			versionWarned = true
+		case rec["msg"] == "Caches populated" && strings.HasPrefix(level, "DEBUG") && rec["reflector"] != nil:
+			cachesPopulated = true // client-go's V(2), with its pairs
+		case !stopped && rec["msg"] == "evictd running in Kubernetes mode":
+			srv.StopAPIServer()
+			stopped = true
+		}
+		if stopped && rec["msg"] == "Watch failed - backing off" {
+			if !strings.HasPrefix(level, "DEBUG") || !strings.Contains(fmt.Sprint(rec["err"]), "connection refused") {
+				t.Errorf("client-go's failing watch: level %s, err %v", level, rec["err"])
+			}
+			break
+		}
+	}
+	if !versionWarned || !cachesPopulated {
+		t.Errorf("kubelet version warned %v; client-go's \"Caches populated\" seen %v", versionWarned, cachesPopulated)
+	}
+}
+
+// kubeNode starts a real API server with the namespace ns and the Node
+// node-a, and makes a pods cgroup for it (v1 memory hierarchy), which it
+// returns relative to the hierarchy root, without the leading slash.
+func kubeNode(t *testing.T) (*kubetest.Server, string) {
+	t.Helper()
+	srv := kubetest.Start(t)
+	cgrouptest.RequireV1Memory(t)
+	pods := cgrouptest.UniqueName(t) + "/kubepods"
+	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
+	srv.Namespace(t, "ns")
+	srv.Node(t, "node-a")
+	return srv, pods
 }

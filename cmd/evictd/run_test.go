@@ -28,7 +28,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--dry-run", "--psi-window", "1s"}, "--psi-stall/--psi-window: psi window 1s: must be a multiple of 2s"},
 		{[]string{"--dry-run", "--fast-poll", "sometimes"}, `--fast-poll "sometimes": want auto, on or off`},
 		{[]string{"--dry-run", "--fast-poll-min", "2s", "--fast-poll-max", "1s"}, "want 0 < min <= max"},
-		{[]string{"--dry-run", "--log-format", "xml"}, `--log-format "xml"`},
+		{[]string{"--dry-run", "--log-format", "xml"}, `invalid argument "xml" for "--log-format" flag: want text or json`},
 		{[]string{"--dry-run", "--reclaim-hook", "disk=true"}, `unknown eviction signal "disk"`},
 		{[]string{"--dry-run", "--eviction-hard", "memory.available<lots"}, `evictionHard.memory.available: "lots"`},
 		{[]string{"--dry-run", "--workloads", bad}, bad + `: workloads[0].priority: "high": want a whole number`},
@@ -44,7 +44,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--check", "--state-file", dir}, "--state-file " + dir + ": is a directory, want a file"},
 		{[]string{"--check", "--state-file", bad + "/state.json"}, "--state-file " + bad + "/state.json: " + bad + " is not a directory"},
 		{[]string{"--dry-run", "--decision-log", dir}, "--decision-log " + dir + ": is a directory"},
-		{[]string{"--check", "--max-input-size", "-1"}, `invalid value "-1" for flag -max-input-size: want a positive size`},
+		{[]string{"--check", "--max-input-size", "-1"}, `invalid argument "-1" for "--max-input-size" flag: want a positive size`},
 		{[]string{"--dry-run", "--max-input-size", "10", "--workloads", bad}, bad + ": file too large: 50 bytes, more than the 10-byte cap (raise it with --max-input-size)"},
 	} {
 		var out, errb bytes.Buffer

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/agent"
 )
 
 // minInterval bounds --interval from below: a synchronize reads the stats of
@@ -41,6 +43,9 @@ func checkWorkloadRoot(root string, dryRun, allowRoot bool) error {
 func checkOutputFile(flagName, path string, mayCreateDir bool) error {
 	if path == "" || path == "-" {
 		return nil
+	}
+	if err := agent.CheckOutputPath(path); err != nil {
+		return fmt.Errorf("%s %w", flagName, err) // a link, a FIFO, a device: never written through
 	}
 	if st, err := os.Stat(path); err == nil {
 		if st.IsDir() {

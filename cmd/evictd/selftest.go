@@ -1,19 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/hostmode/selftest"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -99,15 +97,16 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	if *kf.on {
 		// --config names a file on the node, read in the pod; the
 		// eviction flags are checked here, on the kubelet's defaults.
-		if _, _, _, err := policyConfig("", evFlags); err != nil {
+		if _, _, err := policyConfig(kubeletconfig.Source{}, evFlags); err != nil {
 			return fail("%v", err)
 		}
 		return runSelftestKube(kf, *configPath, podArgs(fs), *asJSON, stdout, stderr)
 	}
-	cfg, source, _, err := policyConfig(*configPath, evFlags)
+	cfg, kc, err := policyConfig(kubeletconfig.Source{File: *configPath}, evFlags)
 	if err != nil {
 		return fail("%v", err)
 	}
+	source := kc.Describe()
 	if os.Geteuid() != 0 {
 		return fail("needs root to create cgroups")
 	}
@@ -119,7 +118,7 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		progress = stderr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cleanupContext()
 	defer stop()
 	o := selftest.Options{Policy: cfg, Source: source, Rates: rs, Trials: *trials, Exe: exe, MaxPSISomeAvg10: *maxPSI}
 	p, err := selftest.Prepare(ctx, o)

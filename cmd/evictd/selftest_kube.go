@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +51,7 @@ type selftestKubeFlags struct {
 // the path the pod mounts the node's file at).
 var kubeOnlyFlags = map[string]bool{"kubernetes": true, "kubeconfig": true, "node-name": true, "namespace": true, "image": true, "timeout": true, "config": true}
 
-func registerSelftestKubeFlags(fs *flag.FlagSet) *selftestKubeFlags {
+func registerSelftestKubeFlags(fs *pflag.FlagSet) *selftestKubeFlags {
 	ns, image := manifestDefaults()
 	return &selftestKubeFlags{
 		on:         fs.Bool("kubernetes", false, "run the test in a pod on --node-name of a Kubernetes cluster (docs/selftest.md)"),
@@ -83,9 +81,9 @@ func manifestDefaults() (namespace, image string) {
 
 // check reports a Kubernetes-mode flag given without --kubernetes, or
 // --kubernetes without a node.
-func (k *selftestKubeFlags) check(fs *flag.FlagSet) error {
+func (k *selftestKubeFlags) check(fs *pflag.FlagSet) error {
 	var stray []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if kubeOnlyFlags[f.Name] && f.Name != "kubernetes" && f.Name != "config" {
 			stray = append(stray, "--"+f.Name)
 		}
@@ -109,9 +107,9 @@ func (k *selftestKubeFlags) check(fs *flag.FlagSet) error {
 
 // podArgs are the selftest flags the user set that the pod's selftest
 // takes, as --name=value.
-func podArgs(fs *flag.FlagSet) []string {
+func podArgs(fs *pflag.FlagSet) []string {
 	var out []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if !kubeOnlyFlags[f.Name] {
 			out = append(out, "--"+f.Name+"="+f.Value.String())
 		}
@@ -183,7 +181,7 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	if err != nil {
 		return fail("%v", err)
 	}
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sig, stop := cleanupContext()
 	defer stop()
 	ctx, cancel := context.WithTimeout(sig, *k.timeout)
 	defer cancel()

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
+	"github.com/spf13/pflag"
 	"reflect"
 	"strings"
 	"testing"
@@ -53,8 +53,8 @@ func TestSelftestKubeFlags(t *testing.T) {
 // podArgs passes the selftest's own flags, and only those, in a form the
 // pod's selftest parses back to the same values.
 func TestSelftestKubePodArgs(t *testing.T) {
-	parse := func(args []string) (*flag.FlagSet, *load.EvictionFlags) {
-		fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	parse := func(args []string) (*pflag.FlagSet, *load.EvictionFlags) {
+		fs := pflag.NewFlagSet("selftest", pflag.ContinueOnError)
 		fs.String("config", "", "")
 		fs.String("rates", "100Mi", "")
 		fs.Int("trials", 3, "")

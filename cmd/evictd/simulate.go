@@ -66,8 +66,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v] [--plot FILE.svg|FILE.png]", simulateHelp, stdout, stderr)
 	registerInputFlags(fs)
 	path := fs.String("scenario", "", "scenario file (YAML or JSON), required")
-	out := fs.String("o", "table", "output format: table or json")
-	verbose := fs.Bool("v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
+	out := fs.StringP("output", "o", "table", "output format: table or json")
+	verbose := fs.BoolP("verbose", "v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
 	plotPath := fs.String("plot", "", "also draw the timeline to this file (.svg or .png)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code

@@ -58,7 +58,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	cg := fs.String("cgroup", "", "show this cgroup: a path relative to the hierarchy root (e.g. /kubepods/burstable/pod<uid>) or under the memory controller's mount point")
 	podsCgroup := fs.String("pods-cgroup", "", "the pods' parent cgroup relative to the hierarchy root (default: detect /kubepods.slice or /kubepods)")
 	workloadRoot := fs.String("workload-root", "", "a cgroup (relative to the hierarchy root) whose children are the workloads, for hosts without Kubernetes")
-	output := fs.String("o", "table", "output format: table or json")
+	output := fs.StringP("output", "o", "table", "output format: table or json")
 	summary := fs.Bool("summary", false, "print this node's stats Summary JSON (the kubelet's /stats/summary shape)")
 	procRoot := fs.String("proc", "/proc", "where /proc is mounted (a host /proc seen from a container)")
 	kubeletRoot := fs.String("kubelet-root", "/var/lib/kubelet", "the kubelet's root directory (node fs, emptyDir volumes); --summary only")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/evictd/evictd/internal/policy"
 )
 
 // version is set at link time (-ldflags "-X main.version=…"); otherwise the
@@ -38,4 +40,4 @@ func init() {
 
 // kubeletParityVersion is the kubelet release whose eviction decisions evictd
 // reproduces; docs/kubelet-parity.md lists the quirks that come with it.
-const kubeletParityVersion = "v1.37.2"
+const kubeletParityVersion = policy.KubeletVersion

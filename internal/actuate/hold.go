@@ -36,10 +36,11 @@ func (r Resource) String() string {
 
 // The mechanisms of a hold, as records, logs and metrics name them.
 const (
-	// MechMemoryHigh (cgroup v2): memory.high at the usage. The kernel
-	// throttles every allocation above it (reclaim, then a sleep that grows
-	// with the overage); nothing is OOM-killed, and the workload's threads
-	// keep running, so a SIGTERM handler runs, slowed where it allocates.
+	// MechMemoryHigh (cgroup v2): memory.high memoryHighUnder below the
+	// usage. The kernel throttles every allocation above it (reclaim, then
+	// a sleep that grows with the square of the overage); nothing is
+	// OOM-killed, and the workload's threads keep running, so a SIGTERM
+	// handler runs, slowed where it allocates.
 	MechMemoryHigh = "memory.high"
 	// MechMemoryLimit (cgroup v1, which has no memory.high): the OOM killer
 	// disabled for the cgroup (memory.oom_control), then
@@ -66,6 +67,18 @@ func Mechanism(mode Mode, r Resource) string {
 	return MechMemoryLimit
 }
 
+// memoryHighUnder is how far below the usage the v2 hold puts memory.high,
+// in percent of the usage. memory.high throttles, it does not stop: the
+// kernel sleeps an allocating task 64 × overage² seconds per 64 pages it
+// charges (mm/memcontrol.c calculate_high_delay; nothing under 10 ms, at
+// most 2 s), the overage being how far the usage is above memory.high. At
+// the usage itself that is nothing until the usage has grown 1.25 % more,
+// and the workload grew on (12 MiB within the second of grace in the VM).
+// 10 % under makes every 256 KiB a thread allocates cost 0.64 s from the
+// first page on. The write also reclaims the workload's page cache toward
+// it, in evictd's context, before it returns (memory_high_write).
+const memoryHighUnder = 10
+
 // memoryLimitMargin is how far above the usage just read the v1 hold puts
 // memory.limit_in_bytes: the usage a fast allocator adds between the read
 // and the write (about 0.1 MiB at 5 GiB/s in the 20 µs between them). A
@@ -75,6 +88,9 @@ const (
 	memoryLimitMargin  = 1 << 20
 	memoryLimitRetries = 5
 )
+
+// pageSize rounds memory.high as the kernel does (it stores pages).
+const pageSize = 4096
 
 // ErrNoPidsCgroup is returned for a PID hold on a v1 workload that has no
 // cgroup of the pids controller at the path of its memory cgroup.
@@ -97,6 +113,7 @@ type Hold struct {
 	k        *Killer
 	mu       sync.Mutex
 	writes   []FileWrite // what the hold wrote, in order
+	pending  chan error  // a write still running (v2 memory.high's reclaim)
 	released bool
 }
 
@@ -241,14 +258,32 @@ func (h *Hold) memoryHigh(dir string) error {
 	if err != nil {
 		return err
 	}
-	h.Usage, h.Limit = usage, min(usage, prev)
-	if h.DryRun || prev <= usage {
+	at := usage &^ (pageSize - 1)
+	high := (usage - usage*memoryHighUnder/100) &^ (pageSize - 1)
+	h.Usage, h.Limit = usage, min(high, prev)
+	if h.DryRun || prev <= high {
 		return nil
 	}
-	// The kernel throttles from this write on; the write itself then
-	// reclaims what it can above the new value (the workload's page cache)
-	// before it returns.
-	return h.write(dir, "memory.high", prev, usage)
+	// Two writes. The kernel throttles from the start of a write on, then
+	// reclaims toward the new value in the writer's context before the
+	// write returns: at the usage that is quick (0.7 ms in the VM, under
+	// emulation), 10 % under it the reclaim goes on until it makes no
+	// progress (59 ms there, with nothing but anonymous memory and the
+	// workload's own program to reclaim). So the first write, at the
+	// usage, is the stop, on the way from the decision to the eviction; the
+	// second tightens it on its own goroutine, and Release waits for it.
+	if prev > at {
+		if err := h.write(dir, "memory.high", prev, at); err != nil {
+			return err
+		}
+	} else {
+		at = prev
+	}
+	h.writes = append(h.writes, FileWrite{Dir: dir, File: "memory.high", Prev: at, Wrote: high})
+	done := make(chan error, 1)
+	go func() { done <- cgroupv2.WriteMemoryHigh(dir, high) }()
+	h.pending = done
+	return nil
 }
 
 func (h *Hold) memoryLimit(dir string) error {
@@ -351,6 +386,13 @@ func (h *Hold) undo() {
 }
 
 func (h *Hold) undoLocked() error {
+	if h.pending != nil {
+		<-h.pending // the hold's own write must not land after the undo's
+		h.pending = nil
+	}
+	// (A second write that failed left the first in force: its undo finds
+	// memory.high unchanged by it and writes what it was before, which is
+	// the same.)
 	var errs []error
 	for i := len(h.writes) - 1; i >= 0; i-- {
 		w := h.writes[i]

@@ -115,7 +115,9 @@ func (k *Killer) log() *slog.Logger {
 // Kill ends every process of t. With grace > 0 it sends SIGTERM and waits up
 // to grace for the cgroup to empty; then (or at once with grace 0) it kills
 // what is left with no fork race, and waits (bounded) until the cgroup is
-// empty. ctx cancels the waits, never a kill half-done.
+// empty. ctx cancels the waits, never a kill half-done; cancelled during the
+// grace period, Kill returns ErrInterrupted and kills nothing: a stop of
+// evictd must not shorten a workload's grace period (Finish completes it).
 func (k *Killer) Kill(ctx context.Context, t Target, grace time.Duration) (Result, error) {
 	start := time.Now()
 	res := Result{Target: t, Grace: grace, DryRun: k.DryRun}
@@ -151,6 +153,10 @@ func (k *Killer) Kill(ctx context.Context, t Target, grace time.Duration) (Resul
 			res.Gone = true
 			res.Elapsed = time.Since(start)
 			return res, nil
+		}
+		if ctx.Err() != nil {
+			res.Elapsed = time.Since(start)
+			return res, fmt.Errorf("kill %s: %w", t.Name, ErrInterrupted)
 		}
 	}
 	res.HardKill = hard

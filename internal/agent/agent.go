@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -135,15 +136,21 @@ type Config struct {
 	Clock     Clock            // nil: wall clock
 	Interval  time.Duration    // 0: DefaultInterval
 	Log       *slog.Logger     // nil: slog.Default()
-	// DecisionLog receives one record per synchronize that has anything to
-	// say (a threshold met, an eviction, a condition change, an error).
+	// DecisionLog receives a record for every synchronize that changed
+	// something or acted, and a heartbeat under steady pressure (logFilter),
+	// through its queue: never written on the loop.
 	DecisionLog *DecisionLog
 	Metrics     *Metrics
-	// StateFile persists the engine state at the end of every synchronize
-	// (not in a dry run), atomically: a temporary file, fsync, rename, fsync
-	// of the directory ("" = none).
+	// StateFile persists the engine state (and an eviction in progress)
+	// when it changed (not in a dry run), off the loop and atomically: a
+	// temporary file, fsync, rename, fsync of the directory ("" = none).
 	StateFile string
 	DryRun    bool
+	// StopTimeout is how long, after Run's context ends, an eviction in
+	// progress may still run to finish its grace period (0:
+	// DefaultStopTimeout; negative: none, the stop cuts the wait and the
+	// next start finishes it).
+	StopTimeout time.Duration
 	// OnRecord, when set, sees every record (also the quiet ones): the
 	// demo narrates from it.
 	OnRecord func(Record)
@@ -168,6 +175,16 @@ type Agent struct {
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
 	holdsFile *HoldsFile                  // nil without a state file or in a dry run
 	oom       oomWatch
+
+	state     *stateWriter // nil without a state file or in a dry run
+	logFilter logFilter
+	// killCtx is what evictions run under while Run runs (killContext).
+	killCtx   context.Context
+	evMu      sync.Mutex
+	pending   *PendingEviction // the eviction whose grace period runs now
+	busyUntil atomic.Int64     // unix nanoseconds; /healthz counts the agent as working until then
+	// resumePending is an eviction the last run left unfinished.
+	resumePending *PendingEviction
 }
 
 // New checks cfg and returns an Agent.
@@ -190,25 +207,41 @@ func New(cfg Config) (*Agent, error) {
 		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
 	}
 	if cfg.StateFile != "" {
-		st, warn := LoadState(cfg.StateFile)
+		f, warn := loadStateFile(cfg.StateFile)
 		switch {
 		case warn != nil:
 			a.log.Warn("engine state not restored; starting fresh", "file", cfg.StateFile, "err", warn)
-		case st != nil:
+		case f != nil:
+			st := &f.State
 			if err := cfg.Engine.Restore(*st); err != nil {
 				a.log.Warn("engine state does not fit this configuration; starting fresh", "file", cfg.StateFile, "err", err)
 			} else {
 				a.lastConds = st.NodeConditions
 				a.log.Info("engine state restored", "file", cfg.StateFile, "conditions", st.NodeConditions, "thresholds_met", len(st.FirstObserved))
 			}
+			if f.Evicting != nil && !cfg.DryRun {
+				a.resumePending = f.Evicting
+				a.pending = f.Evicting
+				a.setBusy(f.Evicting.Deadline.Add(evictBusySlack))
+			}
 		}
+		if !cfg.DryRun {
+			a.state = newStateWriter(cfg.StateFile, func(err error) { a.noteOutput(stageStateFile, err) })
+		}
+	}
+	if cfg.DecisionLog != nil {
+		var dropped func()
+		if cfg.Metrics != nil {
+			dropped = cfg.Metrics.OutputDropped.WithLabelValues(OutputDecisionLog).Inc
+		}
+		cfg.DecisionLog.setHooks(func(err error) { a.noteOutput(stageDecisionLog, err) }, dropped)
 	}
 	return a, nil
 }
 
 // Trigger says why a synchronize ran.
 type Trigger struct {
-	Reason string    `json:"reason"`           // "start", "timer", "grace", "wake", "after-eviction"
+	Reason string    `json:"reason"`           // "start", "timer", "grace", "wake", "after-eviction", "resume"
 	Source string    `json:"source,omitempty"` // the notifier, for wake-ups
 	At     time.Time `json:"at"`               // when the trigger was seen
 }
@@ -223,6 +256,10 @@ type Record struct {
 	// TriggerToDecision is how long after the trigger the decision was made.
 	TriggerToDecision time.Duration `json:"triggerToDecisionNs"`
 	DryRun            bool          `json:"dryRun,omitempty"`
+	// Omitted is how many synchronizes since the previous record of the
+	// decision log were left out of it because nothing but the observed
+	// amounts changed (logFilter).
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Action is one thing the agent did for a Decision.
@@ -268,6 +305,11 @@ type GrowthStop struct {
 // tick, every wake-up and when a grace period runs out; after an eviction it waits (bounded) for the pod
 // to be gone and synchronizes again at once, as the kubelet does.
 func (a *Agent) Run(ctx context.Context) error {
+	kctx, stopKills := a.killContext(ctx)
+	a.killCtx = kctx
+	defer stopKills()
+	defer a.flushState()
+	a.resume(ctx)
 	clk := a.cfg.Clock
 	var wake <-chan notify.Wake
 	if a.cfg.Waker != nil {
@@ -288,6 +330,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		if evicted := evictedPods(rec); len(evicted) > 0 {
+			a.setBusy(clk.Now().Add(cleanupTimeout + evictBusySlack))
 			a.waitForCleanup(ctx, evicted)
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 			continue
@@ -416,6 +459,10 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			// The engine never picks one; this guard keeps a future bug
 			// from killing evictd itself or a critical workload.
 			act.Error = "refused: critical workload"
+		case ctx.Err() != nil:
+			// Stopping: an eviction begun now could not finish before the
+			// exit; the next start decides again.
+			act.Error = "not started: evictd is stopping"
 		default:
 			act.Stop = a.hold(trig, act.pod, ev)
 		}
@@ -425,11 +472,16 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	for i := range acts {
 		act := &acts[i]
 		ev := d.Evictions[i]
+		if act.Error == "" && ctx.Err() != nil {
+			// The stop came during an earlier eviction of this decision.
+			act.Error = "not started: evictd is stopping"
+			a.release(act.pod.UID, act.Stop, "evictd is stopping")
+		}
 		if act.Error == "" {
 			if a.cfg.BeforeEvict != nil {
 				a.cfg.BeforeEvict(trig, d, *act)
 			}
-			res, err := a.cfg.Evictor.Evict(ctx, act.pod, act.Grace, ev)
+			res, err := a.evict(ctx, act.pod, *act, ev)
 			act.Result = &res
 			a.watchOOM(&rec, act)
 			if err != nil {
@@ -467,17 +519,39 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.observe(rec, clk.Now().Sub(start))
 	}
-	if a.cfg.StateFile != "" && !a.cfg.DryRun {
-		a.noteOutput(stageStateFile, SaveState(a.cfg.StateFile, eng.State()))
-	}
-	if a.cfg.DecisionLog != nil && interesting(rec) {
-		a.noteOutput(stageDecisionLog, a.cfg.DecisionLog.Write(rec))
+	a.saveState()
+	if out, ok := a.logFilter.pass(rec); ok {
+		a.writeRecord(out)
 	}
 	if a.cfg.OnRecord != nil {
 		a.cfg.OnRecord(rec)
 	}
 	a.noteObserve(now, perr, serr)
 	return rec
+}
+
+// saveState hands the engine state and the eviction in progress to the
+// state writer (written off the loop, and only when it changed).
+func (a *Agent) saveState() {
+	if a.state == nil {
+		return
+	}
+	a.state.save(stateFile{Version: stateVersion, State: a.cfg.Engine.State(), Evicting: a.currentEviction()})
+}
+
+// flushState waits (bounded) for the state handed over to be on disk: at a
+// stop, and when an eviction is left for the next start.
+func (a *Agent) flushState() {
+	if a.state != nil && !a.state.flush(DefaultFlushTimeout) {
+		a.log.Warn("the state file was not written within the stop's flush timeout", "file", a.cfg.StateFile, "timeout", DefaultFlushTimeout)
+	}
+}
+
+// writeRecord queues a record for the decision log.
+func (a *Agent) writeRecord(r Record) {
+	if a.cfg.DecisionLog != nil {
+		a.cfg.DecisionLog.Log(r)
+	}
 }
 
 // GrowthStopResource is what an eviction's growth stop holds: memory and
@@ -589,11 +663,6 @@ func (a *Agent) releaseHolds(active []*v1.Pod) {
 	if released {
 		a.saveHolds()
 	}
-}
-
-func interesting(r Record) bool {
-	d := r.Decision
-	return len(d.Met) > 0 || len(d.Evictions) > 0 || d.Error != "" || len(r.Actions) > 0 || len(d.NodeConditions) > 0 || len(d.SkippedCritical) > 0
 }
 
 func findPod(pods []*v1.Pod, ref policy.PodRef) *v1.Pod {

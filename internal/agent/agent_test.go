@@ -188,6 +188,7 @@ func TestRunScriptedMemoryPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Run(ctx)
+	a.cfg.DecisionLog.Close()
 
 	// 1500Mi available + 600Mi freed by the first eviction = 2100Mi: the
 	// soft threshold (2Gi) is no longer met, so exactly one soft eviction.
@@ -298,6 +299,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	if d := a.Sync(context.Background(), Trigger{Reason: "start", At: clock.Now()}).Decision; len(d.InGrace) != 1 {
 		t.Fatalf("soft threshold not in grace: %+v", d.InGrace)
 	}
+	a.flushState()
 	clock.now = t0.Add(70 * time.Second)
 	var logs bytes.Buffer
 	b := mk(&logs) // restart
@@ -307,6 +309,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	if d := b.Sync(context.Background(), Trigger{Reason: "start", At: clock.Now()}).Decision; len(d.Evictions) != 1 {
 		t.Fatalf("restart lost the grace timer: in grace %+v, evictions %v", d.InGrace, d.Evictions)
 	}
+	b.flushState()
 	if err := os.WriteFile(sf, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}

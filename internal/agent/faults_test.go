@@ -100,6 +100,7 @@ func TestStateFileFailureLoggedOnce(t *testing.T) {
 	}
 	for i := 0; i < 5; i++ {
 		a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
+		a.flushState()
 	}
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Fatalf("failure logged %d times in 5 synchronizes, want 1:\n%s", n, logs.String())
@@ -109,7 +110,9 @@ func TestStateFileFailureLoggedOnce(t *testing.T) {
 	}
 	os.Remove(blocker)
 	a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
+	a.flushState()
 	a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
+	a.flushState()
 	if n := strings.Count(logs.String(), "writing the state-file works again"); n != 1 {
 		t.Fatalf("recovery logged %d times, want 1:\n%s", n, logs.String())
 	}
@@ -131,7 +134,7 @@ func TestDecisionLogResumesAfterENOSPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "decisions.jsonl")
-	l, err := OpenDecisionLog(path)
+	l, err := OpenDecisionLog(path, DecisionLogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

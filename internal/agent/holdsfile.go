@@ -48,7 +48,7 @@ func OpenHoldsFile(path string, log *slog.Logger) *HoldsFile {
 }
 
 func (f *HoldsFile) undoLeftovers() {
-	fh, err := os.Open(f.path)
+	fh, err := openRegular(f.path, os.O_RDONLY, 0) // never a link, never blocking on a FIFO
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}

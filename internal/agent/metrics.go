@@ -35,6 +35,9 @@ type Metrics struct {
 	Condition        *prometheus.GaugeVec
 	LastSync         prometheus.Gauge
 	SyncErrors       *prometheus.CounterVec
+	// OutputDropped counts what the outputs' queues could not take (a
+	// stalled disk or pipe): evictd_output_dropped_total{output}.
+	OutputDropped *prometheus.CounterVec
 
 	// GrowthStops counts victims' holds by mechanism and outcome (stopped,
 	// failed, dry-run); GrowthStopLatency is the trigger → limit in force.
@@ -74,6 +77,7 @@ func NewMetrics() *Metrics {
 			Help: "Unix time of the last synchronize."}),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronize_errors_total",
 			Help: "Failures in a synchronize, by stage (pods, stats, state-file, decision-log)."}, []string{"stage"}),
+		OutputDropped: newOutputDropped(),
 	}
 	m.GrowthStops = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "growth_stops_total",
 		Help: "Eviction victims whose growth was stopped at decision time (a hard memory or PID threshold), by mechanism and outcome (stopped, failed, dry-run)."},
@@ -90,7 +94,7 @@ func NewMetrics() *Metrics {
 	// is watched for leaks with them (bench/soak.sh).
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.KubeletEvictions, m.Evictions, m.Syncs, m.Wakeups, m.SyncDuration, m.Detection, m.Available,
-		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors)
+		m.Capacity, m.ThresholdMet, m.Condition, m.LastSync, m.SyncErrors, m.OutputDropped)
 	return m
 }
 
@@ -140,8 +144,9 @@ func Serve(addr string, m *Metrics, healthy func() error) (*Server, error) {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
-	go s.srv.Serve(ln)
+	lim := capConns(ln, maxConns)
+	s := &Server{srv: newHTTPServer(mux, lim), ln: lim}
+	go s.srv.Serve(s.ln)
 	return s, nil
 }
 
@@ -158,10 +163,14 @@ func (s *Server) Close() error {
 // Healthy returns a health check for a: unhealthy before the first
 // synchronize, when none ran for three intervals, or when the last
 // UnhealthyAfter synchronizes could not read the workloads or the stats (the
-// agent runs but is blind).
+// agent runs but is blind). An eviction holding the loop (its grace period,
+// its kill, the cleanup wait after it) counts as working, not stuck.
 func (a *Agent) Healthy() error {
 	if err := a.blindness(); err != nil {
 		return err
+	}
+	if a.busy(a.cfg.Clock.Now()) {
+		return nil // an eviction's grace period or its cleanup wait holds the loop
 	}
 	last := a.LastSync()
 	if last.IsZero() {

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -14,20 +18,57 @@ import (
 // stateVersion guards the state file's shape.
 const stateVersion = 1
 
+// MaxStateFileBytes caps the state file before it is read: a real one is a
+// few KiB (thresholds met, conditions, last observations), so anything near
+// this is not evictd's, and reading it whole would cost its size in memory.
+const MaxStateFileBytes = 1 << 20
+
 type stateFile struct {
 	Version int          `json:"version"`
 	State   policy.State `json:"state"`
+	// Evicting is the eviction whose grace period was running when the
+	// agent stopped (or when this state was saved): the next start finishes
+	// it at its deadline instead of deciding again from scratch.
+	Evicting *PendingEviction `json:"evicting,omitempty"`
+}
+
+// PendingEviction is an eviction whose grace period is running.
+type PendingEviction struct {
+	Pod      policy.PodRef   `json:"pod"`
+	Eviction policy.Eviction `json:"eviction"`
+	Grace    time.Duration   `json:"graceNs"`
+	Started  time.Time       `json:"started"`
+	Deadline time.Time       `json:"deadline"`
 }
 
 // LoadState reads a state file. A missing file is (nil, nil): a first start.
 // A corrupt or foreign file is (nil, err): the caller warns and starts fresh.
 func LoadState(path string) (*policy.State, error) {
-	b, err := os.ReadFile(path)
+	f, err := loadStateFile(path)
+	if f == nil {
+		return nil, err
+	}
+	return &f.State, nil
+}
+
+func loadStateFile(path string) (*stateFile, error) {
+	fd, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	defer fd.Close()
+	if st, err := fd.Stat(); err == nil && st.Size() > MaxStateFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a state file can be: not evictd's", path, st.Size(), MaxStateFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(fd, MaxStateFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxStateFileBytes {
+		return nil, fmt.Errorf("%s: more than the %d bytes a state file can be: not evictd's", path, MaxStateFileBytes)
 	}
 	var f stateFile
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -36,7 +77,7 @@ func LoadState(path string) (*policy.State, error) {
 	if f.Version != stateVersion {
 		return nil, fmt.Errorf("%s: version %d, want %d", path, f.Version, stateVersion)
 	}
-	return &f.State, nil
+	return &f, nil
 }
 
 // SaveState writes the state atomically: a temporary file in the same
@@ -47,15 +88,21 @@ func SaveState(path string, s policy.State) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, b, 0o644)
+	return saveStateBytes(path, b)
 }
 
+func saveStateBytes(path string, b []byte) error { return writeFileAtomic(path, b, outputFileMode) }
+
 // writeFileAtomic writes b to path atomically: a temporary file in the same
-// directory (made if missing), fsync, rename, fsync of the directory.
+// directory (made if missing), fsync, rename, fsync of the directory. A
+// link, a FIFO or a device at path is refused, not replaced.
 func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if err := CheckOutputPath(path); err != nil {
+		return err // the rename would replace a link or a FIFO someone put there
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -85,4 +132,101 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 		d.Close()
 	}
 	return nil
+}
+
+// stateWriter saves the state file off the eviction loop. Only the newest
+// state matters, so it holds one: a state handed over while an older one is
+// still being written replaces the one waiting. A state equal to the last
+// one handed over (apart from the last observations, which move every
+// synchronize and only filter stale stats) is not written at all: an idle
+// node writes its state file once, not 8,640 times a day.
+type stateWriter struct {
+	path   string
+	result func(error)
+
+	mu      sync.Mutex
+	next    []byte // waiting to be written; nil: nothing
+	lastKey []byte // what the last handed-over state compares as
+	busy    bool   // a write runs
+	idle    *sync.Cond
+	wake    chan struct{}
+}
+
+func newStateWriter(path string, result func(error)) *stateWriter {
+	w := &stateWriter{path: path, result: result, wake: make(chan struct{}, 1)}
+	w.idle = sync.NewCond(&w.mu)
+	go w.run()
+	return w
+}
+
+// save hands f over to be written, unless it equals the last state handed
+// over.
+func (w *stateWriter) save(f stateFile) {
+	last := f.State.LastObservations
+	f.State.LastObservations = nil
+	key, err := json.Marshal(f)
+	if err != nil {
+		return
+	}
+	f.State.LastObservations = last
+	w.mu.Lock()
+	if bytes.Equal(key, w.lastKey) {
+		w.mu.Unlock()
+		return
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.next, w.lastKey = b, key
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *stateWriter) run() {
+	for range w.wake {
+		w.mu.Lock()
+		b := w.next
+		w.next, w.busy = nil, b != nil
+		w.mu.Unlock()
+		if b == nil {
+			continue
+		}
+		err := saveStateBytes(w.path, b)
+		if w.result != nil {
+			w.result(err)
+		}
+		w.mu.Lock()
+		if err != nil && w.next == nil {
+			// Not written: the next synchronize hands it over again, even
+			// if nothing changed (the retry the error log line promises).
+			w.lastKey = nil
+		}
+		w.busy = false
+		w.idle.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// flush waits at most wait for the state handed over to be written.
+func (w *stateWriter) flush(wait time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		w.mu.Lock()
+		for w.next != nil || w.busy {
+			w.idle.Wait()
+		}
+		w.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
 }

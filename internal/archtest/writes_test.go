@@ -46,6 +46,8 @@ var readOnlyFlags = map[string]bool{
 // fails the test.
 var writeAllowed = map[string]string{
 	"internal/agent.DecisionLog.open":        "evictd's own decision log (creates its directory, appends)",
+	"internal/agent.openRegular":             "evictd's own decision log, opened only as a regular file (never a FIFO or a link)",
+	"internal/agent.DecisionLog.rotate":      "evictd's own decision log, rotated (renames and removes its old files)",
 	"internal/agent.writeFileAtomic":         "evictd's state directory: the state file and growth stops file, renamed into place",
 	"internal/agent.HoldsFile.flush":         "evictd's own growth stops file, removed when no hold is left",
 	"internal/agent.HoldsFile.undoLeftovers": "evictd's own growth stops file, left by a previous run",
@@ -141,6 +143,8 @@ var testWriteAllowed = map[string]string{
 	"internal/collect.mkdirs":                           "a fixture tree under the t.TempDir() its callers pass",
 	"internal/collect.write":                            "a fixture file under the t.TempDir() its callers pass",
 	"internal/collect.TestSummaryFailsLoudlyOnBadFiles": "removes a pod of its fixture tree (in a t.TempDir(), made by a helper)",
+	"cmd/evictd.TestExplainWithTheNodesRealThresholds":  "kubelet drop-in files in the t.TempDir() writeInputs made",
+	"cmd/evictd.TestLintConfigzAndDropIns":              "kubelet drop-in files in the t.TempDir() writeInputs made",
 }
 
 type writeCall struct {

@@ -168,7 +168,7 @@ func reportPicture(t *testing.T) picture {
 	}
 	defer f.Close()
 	var page bytes.Buffer
-	if err := report.Render(&page, f, "demo-decisions.jsonl", report.Options{}); err != nil {
+	if _, err := report.Render(&page, f, "demo-decisions.jsonl", report.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	html := page.String()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -107,4 +108,20 @@ func parseUptime(r io.Reader) (float64, error) {
 		return 0, &ParseError{Line: 1, Token: string(f[0]), Err: errNotNumber}
 	}
 	return v, nil
+}
+
+// ReadTaskIDs lists the thread IDs of process pid ("self" for this one):
+// the entries of <procRoot>/<pid>/task.
+func ReadTaskIDs(procRoot, pid string) ([]int, error) {
+	ents, err := os.ReadDir(procRoot + "/" + pid + "/task")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
 }

@@ -26,7 +26,10 @@ import (
 
 // The hostile but fair workload: it ignores SIGTERM and touches
 // memory from two threads at the machine's full speed, wanting 2 GiB in a
-// 256 MiB workload root with 64 MiB of headroom under a hard threshold.
+// workload root with headroom under a hard threshold: 384 of 512 MiB here
+// (75–190 ms at 2–5 GiB/s, room for a loaded machine's scheduling; the
+// 64 MiB case is bench/latency.sh -oom's), 128 of 256 MiB in the VM, whose
+// emulated allocator is ten times slower.
 // Left alone, the kernel OOM-kills it (the control). The kubelet gives a
 // hard threshold's victim a 1 s grace period; with the growth stop, its
 // growth stops at the decision (the kernel says it held it back: v1
@@ -38,8 +41,12 @@ import (
 func TestHostGrowthStop(t *testing.T) {
 	mode := sandboxtest.NeedRoot(t)
 	const script = "ignore-term; threads 2; alloc 2Gi; hold"
+	limit, headroom := int64(512<<20), "384Mi"
+	if mode == sandbox.V2 {
+		limit, headroom = 256<<20, "128Mi"
+	}
 	t.Run("alone-oom-kill", func(t *testing.T) {
-		sb := sandboxtest.New(t, 256<<20)
+		sb := sandboxtest.New(t, limit)
 		c, _ := sb.Child("hog")
 		hg := sandboxtest.StartHog(t, script, c)
 		select {
@@ -52,12 +59,12 @@ func TestHostGrowthStop(t *testing.T) {
 		}
 	})
 	t.Run("evictd", func(t *testing.T) {
-		sb := sandboxtest.New(t, 256<<20)
+		sb := sandboxtest.New(t, limit)
 		c, err := sb.Child("hog")
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "64Mi"}})
+		cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": headroom}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +233,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 		t.Fatal("the killed agent's stop was undone by something else: the test shows nothing")
 	}
 	var logs bytes.Buffer
-	cfg, _ := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
+	cfg, _ := policy.ConfigFromKubelet(memoryOnly)
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, StateFile: state, Log: logTo(&logs),
 		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
 	if err != nil {

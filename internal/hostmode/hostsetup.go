@@ -51,6 +51,8 @@ type Options struct {
 	NotifierRefresh                                time.Duration
 	// GoneTimeout bounds the wait for a killed workload to disappear.
 	GoneTimeout time.Duration
+	// StopTimeout: agent.Config.StopTimeout.
+	StopTimeout time.Duration
 	// MemoryQoS, when set, makes evictd keep the kubelet's memory.min/low/
 	// high (cgroup v2) and oom_score_adj of every workload (internal/protect);
 	// its CgroupV2 is set from the hierarchy. nil: evictd leaves them alone.
@@ -125,6 +127,7 @@ func New(o Options) (*Host, error) {
 	}
 	k := actuate.NewKiller(wl.Hierarchy(), memRoot, v2, o.Log)
 	k.DryRun, k.GoneTimeout = o.DryRun, o.GoneTimeout
+	k.ThawLeft(root)
 	eng, err := policy.NewEngine(o.Policy, policy.Filesystems{})
 	if err != nil {
 		return nil, err
@@ -173,6 +176,7 @@ func New(o Options) (*Host, error) {
 		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
+		StopTimeout: o.StopTimeout,
 	})
 	if err != nil {
 		wk.Close()

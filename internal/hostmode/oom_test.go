@@ -51,7 +51,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	sb := sandboxtest.New(t, 0)
 	c, _ := sb.Child("small")
 	setLimit(t, sb, c, 32<<20)
-	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
+	cfg, err := policy.ConfigFromKubelet(memoryOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,9 @@ type Evictor struct {
 	// Local, when set, kills an immediate eviction's pod cgroup on this
 	// node when it still runs after the grace period plus a deadline.
 	Local *LocalFallback
+	// Posts, when set, creates the Events off the eviction path (an API
+	// server slow to take them must not delay the next decision).
+	Posts *agent.Queue[func()]
 	// Killer and PodDir stop a victim's growth on this node before the
 	// eviction is posted (Hold; agent.Holder): PodDir finds the pod's
 	// cgroup directory (Stats.PodDir).
@@ -259,9 +262,11 @@ func (e *Evictor) forget(uid types.UID) {
 // record adds the kubelet's DisruptionTarget condition and Evicted Event.
 // Failures are logged: the pod is on its way out either way.
 func (e *Evictor) record(ctx context.Context, pod *v1.Pod, ev policy.Eviction) {
-	if err := e.event(ctx, podRef(pod), ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations); err != nil {
-		e.log().Warn("recording the Evicted event failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-	}
+	e.post(ctx, func(ctx context.Context) {
+		if err := e.event(ctx, podRef(pod), ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations); err != nil {
+			e.log().Warn("recording the Evicted event failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	})
 	if ev.Condition == nil {
 		return
 	}

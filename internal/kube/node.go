@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -16,6 +17,7 @@ import (
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -59,6 +61,8 @@ type Options struct {
 	DecisionLog *agent.DecisionLog
 	Metrics     *agent.Metrics
 	Log         *slog.Logger
+	// StopTimeout: agent.Config.StopTimeout.
+	StopTimeout time.Duration
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 }
@@ -74,6 +78,10 @@ type Node struct {
 	Collector *collect.Collector
 	// DiskStats says where disk stats come from ("" when they are off).
 	DiskStats string
+	posts     *agent.Queue[func()] // Events, created off the loop
+	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion ("" when
+	// the Node could not be read).
+	KubeletVersion string
 }
 
 // New connects to the API server, lists the node's pods, and wires the
@@ -109,6 +117,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.Log.Warn("evictd is not in the host's PID namespace: other pods' cgroup.procs read empty here, so their process counts are 0 (the PID ranking) and the local fallback finds nothing to kill; run evictd's pod with hostPID: true, as deploy/kubernetes/ does")
 	}
 	n.Collector, n.Stats = col, st
+	n.KubeletVersion = kubeletVersion(ctx, client, o.Node, o.Log)
 
 	fs := policy.Filesystems{}
 	if o.KubeletSummaryURL != SummaryOff {
@@ -175,7 +184,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	// held pod knows it is held (on v1 it then needs no freezer).
 	k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 	k.DryRun = dry
-	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir}
+	k.ThawLeft(filepath.Join(memRoot, col.PodsCgroup()))
+	n.posts = newPosts(o.Metrics)
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir, Posts: n.posts}
 	if !dry && o.LocalDeadline >= 0 {
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
 	}
@@ -188,11 +199,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
+			n.posts.Close(0)
 			return nil, err
 		}
 	}
 	onRecord := func(rec agent.Record) {
-		events.Record(rec)
+		postNodeEvents(n.posts, events, rec)
 		if n.Shadow != nil {
 			n.Shadow.Record(rec)
 		}
@@ -201,9 +213,11 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
+		StopTimeout: o.StopTimeout,
 	})
 	if err != nil {
 		wk.Close()
+		n.posts.Close(0)
 		return nil, err
 	}
 	n.Agent = a
@@ -219,6 +233,7 @@ const syncTimeoutDefault = 60 * time.Second
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Wakeups.Close()
 	defer n.Pods.Close()
+	defer n.posts.Close(agent.DefaultFlushTimeout)
 	return n.Agent.Run(ctx)
 }
 
@@ -226,6 +241,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Close() {
 	n.Wakeups.Close()
 	n.Pods.Close()
+	n.posts.Close(agent.DefaultFlushTimeout)
 }
 
 // filesystemsOf tells the kubelet's filesystem layout from its Summary: the
@@ -248,3 +264,20 @@ func filesystemsOf(s *statsapi.Summary) policy.Filesystems {
 }
 
 func eqp(a, b *uint64) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+
+// kubeletVersion reads the Node's kubelet version and warns once when it is
+// not a release whose eviction decisions evictd implements.
+func kubeletVersion(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
+	defer cancel()
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		log.Info("cannot read the Node object: the kubelet's version is not checked against the release evictd implements", "node", node, "err", err)
+		return ""
+	}
+	v := n.Status.NodeInfo.KubeletVersion
+	if err := kubeletconfig.CheckKubeletVersion(v); err != nil {
+		log.Warn("the node's kubelet is not the release whose eviction decisions evictd implements", "kubelet_version", v, "implemented", policy.KubeletVersion, "detail", err.Error())
+	}
+	return v
+}

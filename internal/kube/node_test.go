@@ -343,7 +343,8 @@ func untouched(t *testing.T, s *nodeSetup, names ...string) {
 
 // TestRealLocalFallbackKubeletWedged: the API accepts the eviction but no
 // kubelet stops the pod; after grace + deadline evictd kills the pod's
-// cgroup itself (freezer + SIGKILL on v1), and does not pick the pod again
+// cgroup itself (on v1 SIGKILL with the pod held at its limit: its growth
+// stop keeps it from forking), and does not pick the pod again
 // while its API object lingers, nor any other pod.
 func TestRealLocalFallbackKubeletWedged(t *testing.T) {
 	s := setupNode(t)
@@ -357,7 +358,7 @@ func TestRealLocalFallbackKubeletWedged(t *testing.T) {
 		t.Fatalf("hog: %v; want the eviction accepted (deletion timestamp set)", err)
 	}
 	waitUntil(t, "the eviction to be logged", func() bool {
-		return strings.Contains(s.logs.String(), "then local freezer+SIGKILL after grace 1s + deadline 1s")
+		return strings.Contains(s.logs.String(), "then local SIGKILL (held) after grace 1s + deadline 1s")
 	})
 	time.Sleep(3 * time.Second)
 	untouched(t, s, "evictd-abc", "small")
@@ -403,7 +404,7 @@ func TestRealLocalFallbackAPIServerDown(t *testing.T) {
 	cgrouptest.StartHog(t, 48, s.hogDir) // hog's container grows by 48 MiB
 	waitUntil(t, "the local kill of hog's cgroup", func() bool { return podCgroupEmpty(t, s.hogDir) })
 	waitUntil(t, "the eviction to be logged", func() bool {
-		return strings.Contains(s.logs.String(), "local freezer+SIGKILL after grace 1s + deadline 1s (eviction API:")
+		return strings.Contains(s.logs.String(), "local SIGKILL (held) after grace 1s + deadline 1s (eviction API:")
 	})
 	// gone, without stats, would have been ranked first, and its eviction
 	// could neither reach the API nor find anything to kill.

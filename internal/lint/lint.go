@@ -71,9 +71,18 @@ type Input struct {
 	// ConfigFile is the file's name; "" means the kubelet runs without
 	// --config, with flags only.
 	ConfigFile string
-	// Present holds the top-level fields written in the file
-	// (load.ParseKubeletConfigFields), to tell "0s" from absent.
+	// Present holds the top-level fields written in the file or its
+	// drop-ins (kubeletconfig.Config.Present), to tell "0s" from absent.
 	Present map[string]bool
+	// Configz: the configuration is a /configz dump, the kubelet's final
+	// one (defaulted; drop-ins and flags merged), not a file it loads.
+	Configz bool
+	// Reading are what reading the configuration accepted without a word
+	// (kubeletconfig.Config.Warnings): unknown fields, duplicate keys,
+	// drop-in quirks. Skipped are the drop-in directory's files the
+	// kubelet skips (not *.conf).
+	Reading []error
+	Skipped []string
 	// FlagsSet are the kubelet eviction flags given (without "--").
 	FlagsSet []string
 	// CgroupVersion of the node: 1, 2, or 0 when unknown.

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/kubeletconfig"
+	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -199,6 +202,9 @@ func TestRules(t *testing.T) {
 		{"transition 0s written", Input{Config: file(), ConfigFile: "c.yaml", Present: map[string]bool{"evictionPressureTransitionPeriod": true}},
 			[]want{{"pressure-transition-period", SeverityWarning, "evictionPressureTransitionPeriod", "0s means the default, 5m0s"}}},
 		{"transition absent", Input{Config: file(), ConfigFile: "c.yaml", Present: map[string]bool{}}, nil},
+		{"transition 0s in a file serialized from defaults (kubeadm)", Input{Config: file(), ConfigFile: "c.yaml",
+			Present: map[string]bool{"evictionPressureTransitionPeriod": true, "syncFrequency": true, "fileCheckFrequency": true, "httpCheckFrequency": true}},
+			[]want{{"pressure-transition-period", SeverityInfo, "evictionPressureTransitionPeriod", ""}}},
 		{"transition negative", Input{Config: with(func(k *kcfg) { k.EvictionPressureTransitionPeriod = dur(-time.Minute) }), ConfigFile: "c.yaml"},
 			[]want{{"pressure-transition-period", SeverityWarning, "evictionPressureTransitionPeriod", ""}}},
 		{"transition 5s", Input{Config: with(func(k *kcfg) { k.EvictionPressureTransitionPeriod = dur(5 * time.Second) }), ConfigFile: "c.yaml"},
@@ -249,6 +255,54 @@ func TestRules(t *testing.T) {
 			[]want{{"separate-disk-gc-off-with-split-filesystem", SeverityWarning, "featureGates.KubeletSeparateDiskGC", ""}}},
 		{"single fs with KubeletSeparateDiskGC off", Input{Config: with(func(k *kcfg) { k.FeatureGates = map[string]bool{"KubeletSeparateDiskGC": false} }),
 			ConfigFile: "c.yaml", Layout: LayoutImageFs}, nil},
+
+		// reading: what the kubelet accepts without a word, as warnings
+		// that do not stop the other rules
+		{"unknown field and a pitfall", Input{Config: with(func(k *kcfg) { k.EvictionMaxPodGracePeriod = 0 }), ConfigFile: "c.yaml",
+			Reading: []error{&load.Error{File: "c.yaml", Field: "evictionSoftGracePeriods", Err: load.ErrUnknownField}}},
+			[]want{{"max-pod-grace-period", SeverityWarning, "evictionMaxPodGracePeriod", ""},
+				{"unknown-field", SeverityWarning, "evictionSoftGracePeriods", "unknown field in c.yaml"}}},
+		{"unknown field in a drop-in", Input{Config: file(), ConfigFile: "c.yaml",
+			Reading: []error{&load.Error{File: "d/10.conf", Field: "evictionHrad", Err: kubeletconfig.ErrDropInUnknownField}}},
+			[]want{{"unknown-field", SeverityWarning, "evictionHrad", "unknown field in the drop-in d/10.conf"}}},
+		{"duplicate key", Input{Config: file(), ConfigFile: "c.yaml",
+			Reading: []error{&load.Error{File: "c.yaml", Field: "evictionHard", Value: "evictionHard", Err: fmt.Errorf("%w (lines 3 and 4)", load.ErrDuplicateKey)}}},
+			[]want{{"duplicate-key", SeverityWarning, "evictionHard", "duplicate key in c.yaml"}}},
+		{"drop-in field in another case", Input{Config: file(), ConfigFile: "c.yaml",
+			Reading: []error{&load.Error{File: "d/10.conf", Field: "EvictionHard", Value: "evictionHard", Err: kubeletconfig.ErrFieldCase}}},
+			[]want{{"drop-in-field-case", SeverityWarning, "EvictionHard", "the drop-in d/10.conf spells the field evictionHard in another case"}}},
+		{"mergeDefaultEvictionSettings in a drop-in", Input{Config: file(), ConfigFile: "c.yaml",
+			Reading: []error{&load.Error{File: "d/10.conf", Field: "mergeDefaultEvictionSettings", Value: "true", Err: kubeletconfig.ErrMergeDefaultsInDropIn}}},
+			[]want{{"merge-defaults-in-drop-in", SeverityWarning, "mergeDefaultEvictionSettings", ""}}},
+		{"skipped drop-in", Input{Config: file(), ConfigFile: "c.yaml", Skipped: []string{"d/10.yaml"}},
+			[]want{{"drop-in-skipped", SeverityInfo, "d/10.yaml", "the kubelet skips this file of its --config-dir"}}},
+
+		// quantity-below-one-unit
+		{"500m is half a byte", Input{Config: with(func(k *kcfg) {
+			k.EvictionHard["memory.available"] = "500m"
+			k.EvictionSoft = nil
+			k.EvictionSoftGracePeriod = nil
+		}), ConfigFile: "c.yaml"},
+			[]want{{"quantity-below-one-unit", SeverityWarning, "evictionHard.memory.available", "500m is 0.5 bytes: the suffix m is milli (thousandths), not mega"}}},
+		{"a fraction of an inode and of a byte of reclaim", Input{Config: with(func(k *kcfg) {
+			k.EvictionHard["nodefs.inodesFree"] = "1.5"
+			k.EvictionMinimumReclaim = map[string]string{"memory.available": "100m"}
+		}), ConfigFile: "c.yaml"}, []want{
+			{"quantity-below-one-unit", SeverityWarning, "evictionHard.nodefs.inodesFree", "1.5 is 1.5 inodes: not a whole number of inodes"},
+			{"quantity-below-one-unit", SeverityWarning, "evictionMinimumReclaim.memory.available", ""},
+		}},
+		{"whole quantities with decimals are fine", Input{Config: with(func(k *kcfg) {
+			k.EvictionHard["memory.available"] = "0.5Gi"
+			k.EvictionSoft["memory.available"] = "1.5Gi"
+		}), ConfigFile: "c.yaml"}, nil},
+
+		// threshold-suspiciously-small
+		{"100 is 100 bytes", Input{Config: with(func(k *kcfg) { k.EvictionHard["nodefs.available"] = "100" }), ConfigFile: "c.yaml"},
+			[]want{{"threshold-suspiciously-small", SeverityWarning, "evictionHard.nodefs.available", "100 is 100 bytes: a threshold met only when nodefs is practically exhausted"}}},
+		{"100Ki soft", Input{Config: with(func(k *kcfg) { k.EvictionSoft["memory.available"] = "100Ki" }), ConfigFile: "c.yaml", FlagsSet: []string{"eviction-soft"}},
+			[]want{{"soft-not-above-hard", SeverityWarning, "--eviction-soft.memory.available", ""},
+				{"threshold-suspiciously-small", SeverityWarning, "--eviction-soft.memory.available", ""}}},
+		{"small counts are not bytes", Input{Config: with(func(k *kcfg) { k.EvictionHard["pid.available"] = "100"; k.EvictionHard["nodefs.inodesFree"] = "1000" }), ConfigFile: "c.yaml"}, nil},
 
 		// flag-replaces-file-map
 		{"flag over a file map", Input{Config: file(), ConfigFile: "c.yaml", FlagsSet: []string{"eviction-soft"}, Present: map[string]bool{"evictionSoft": true}},

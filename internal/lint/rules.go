@@ -28,6 +28,11 @@ const housekeepingInterval = 10 * time.Second
 
 var rules = []rule{
 	{"kubelet-config-identity", ruleIdentity},
+	{"unknown-field", ruleUnknownField},
+	{"duplicate-key", ruleDuplicateKey},
+	{"drop-in-field-case", ruleDropInFieldCase},
+	{"merge-defaults-in-drop-in", ruleMergeDefaultsInDropIn},
+	{"drop-in-skipped", ruleDropInSkipped},
 	{"kubelet-threshold-error", ruleThresholdErrors},
 	{"kubelet-memory-qos-error", ruleMemoryQoSErrors},
 	{"kubelet-feature-gate-error", ruleFeatureGateErrors},
@@ -38,6 +43,8 @@ var rules = []rule{
 	{"soft-grace-zero", ruleSoftGraceZero},
 	{"soft-not-above-hard", ruleSoftNotAboveHard},
 	{"threshold-above-any-capacity", ruleAboveAnyCapacity},
+	{"quantity-below-one-unit", ruleSubUnit},
+	{"threshold-suspiciously-small", ruleSuspiciouslySmall},
 	{"grace-period-without-soft-threshold", ruleOrphanGrace},
 	{"minimum-reclaim-without-threshold", ruleOrphanReclaim},
 	{"minimum-reclaim-out-of-proportion", ruleReclaimOutOfProportion},
@@ -55,7 +62,7 @@ var rules = []rule{
 // --- errors -------------------------------------------------------------
 
 func ruleIdentity(in *Input) []Finding {
-	if in.ConfigFile == "" {
+	if in.ConfigFile == "" || in.Configz {
 		return nil
 	}
 	kc := in.Config
@@ -502,6 +509,11 @@ func ruleTransitionPeriod(in *Input) []Finding {
 		field = "--" + flagTransition
 	}
 	switch {
+	case explicit && d == 0 && !in.flagSet(flagTransition) && generatedDurations(in) >= generatedFileMinZeroDurations:
+		return []Finding{{Severity: SeverityInfo, Field: field, Value: "0s",
+			Message: "0s means the default, 5m0s (the file writes every duration it leaves unset as 0s, as kubeadm does)",
+			Why:     "the kubelet cannot tell 0 from unset and defaults it; a file serialized from defaults, like kubeadm's /var/lib/kubelet/config.yaml, gets the 5m0s default, which is usually what was meant",
+			Fix:     "nothing to do if 5m0s is meant; otherwise set the period you want, e.g. 30s"}}
 	case explicit && d == 0:
 		return []Finding{{Severity: SeverityWarning, Field: field, Value: "0s",
 			Message: "0s means the default, 5m0s",

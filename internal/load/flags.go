@@ -1,9 +1,8 @@
 package load
 
 import (
-	"flag"
 	"fmt"
-	"strconv"
+	"github.com/spf13/pflag"
 	"time"
 
 	cliflag "k8s.io/component-base/cli/flag"
@@ -35,21 +34,21 @@ type EvictionFlags struct {
 	MaxPodGracePeriod        int32
 	PressureTransitionPeriod time.Duration
 
-	fs *flag.FlagSet
+	fs *pflag.FlagSet
 }
 
 // RegisterEvictionFlags adds the kubelet's eviction flags to fs.
-func RegisterEvictionFlags(fs *flag.FlagSet) *EvictionFlags {
+func RegisterEvictionFlags(fs *pflag.FlagSet) *EvictionFlags {
 	f := &EvictionFlags{fs: fs}
-	fs.Var(&mapFlag{v: cliflag.NewLangleSeparatedMapStringString(&f.Hard)}, FlagEvictionHard,
+	fs.Var(&mapFlag{v: cliflag.NewLangleSeparatedMapStringString(&f.Hard), typ: "SIGNAL<QTY,..."}, FlagEvictionHard,
 		"kubelet flag: hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10%; replaces the config file's evictionHard")
-	fs.Var(&mapFlag{v: cliflag.NewLangleSeparatedMapStringString(&f.Soft)}, FlagEvictionSoft,
+	fs.Var(&mapFlag{v: cliflag.NewLangleSeparatedMapStringString(&f.Soft), typ: "SIGNAL<QTY,..."}, FlagEvictionSoft,
 		"kubelet flag: soft eviction thresholds, e.g. memory.available<1.5Gi; replaces evictionSoft")
-	fs.Var(&mapFlag{v: cliflag.NewMapStringString(&f.SoftGracePeriod)}, FlagEvictionSoftGracePeriod,
+	fs.Var(&mapFlag{v: cliflag.NewMapStringString(&f.SoftGracePeriod), typ: "SIGNAL=DURATION,..."}, FlagEvictionSoftGracePeriod,
 		"kubelet flag: soft threshold grace periods, e.g. memory.available=1m30s; replaces evictionSoftGracePeriod")
-	fs.Var(&mapFlag{v: cliflag.NewMapStringString(&f.MinimumReclaim)}, FlagEvictionMinimumReclaim,
+	fs.Var(&mapFlag{v: cliflag.NewMapStringString(&f.MinimumReclaim), typ: "SIGNAL=QTY,..."}, FlagEvictionMinimumReclaim,
 		"kubelet flag: minimum reclaims, e.g. imagefs.available=2Gi; replaces evictionMinimumReclaim")
-	fs.Var(int32Flag{&f.MaxPodGracePeriod}, FlagEvictionMaxPodGracePeriod,
+	fs.Int32Var(&f.MaxPodGracePeriod, FlagEvictionMaxPodGracePeriod, 0,
 		"kubelet flag: maximum grace period in seconds for soft evictions; overrides evictionMaxPodGracePeriod")
 	fs.DurationVar(&f.PressureTransitionPeriod, FlagEvictionPressureTransitionPeriod, 0,
 		"kubelet flag: how long a pressure condition is held after the last threshold met; overrides evictionPressureTransitionPeriod")
@@ -63,7 +62,7 @@ func (f *EvictionFlags) Set() []string {
 	if f.fs == nil {
 		return nil
 	}
-	f.fs.Visit(func(fl *flag.Flag) {
+	f.fs.Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
 		case FlagEvictionHard, FlagEvictionSoft, FlagEvictionSoftGracePeriod, FlagEvictionMinimumReclaim,
 			FlagEvictionMaxPodGracePeriod, FlagEvictionPressureTransitionPeriod:
@@ -119,14 +118,16 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// mapFlag adapts the kubelet's map flag types to the standard flag package:
-// their String method dereferences the target map pointer, which the flag
-// package's help printer calls on a zero value.
+// mapFlag wraps the kubelet's map flag types for help output: their
+// String method dereferences the target map pointer (nil in a zero value),
+// and their Type, "mapStringString", says nothing about the syntax; typ is
+// the placeholder help shows instead.
 type mapFlag struct {
 	v interface {
 		Set(string) error
 		String() string
 	}
+	typ string
 }
 
 func (m *mapFlag) String() string {
@@ -137,22 +138,4 @@ func (m *mapFlag) String() string {
 }
 
 func (m *mapFlag) Set(s string) error { return m.v.Set(s) }
-
-// int32Flag parses like pflag's Int32Var, which the kubelet uses.
-type int32Flag struct{ p *int32 }
-
-func (i int32Flag) String() string {
-	if i.p == nil {
-		return "0"
-	}
-	return fmt.Sprint(*i.p)
-}
-
-func (i int32Flag) Set(s string) error {
-	v, err := strconv.ParseInt(s, 0, 32)
-	if err != nil {
-		return fmt.Errorf("want a whole number of seconds that fits int32: %q", s)
-	}
-	*i.p = int32(v)
-	return nil
-}
+func (m *mapFlag) Type() string       { return m.typ }

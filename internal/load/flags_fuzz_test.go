@@ -1,7 +1,7 @@
 package load
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 	"io"
 	"strings"
 	"testing"
@@ -19,7 +19,7 @@ func FuzzEvictionFlags(f *testing.F) {
 	f.Add("<", "=", "-2147483649", "-1s")
 	f.Add("memory.available<1e30,pid.available<0x10", "a=b=c", "0x7fffffff", "9223372036s")
 	f.Fuzz(func(t *testing.T, hard, grace, maxGrace, transition string) {
-		fs := flag.NewFlagSet("fuzz", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("fuzz", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		ef := RegisterEvictionFlags(fs)
 		err := fs.Parse([]string{"--" + FlagEvictionHard, hard, "--" + FlagEvictionSoft, hard,

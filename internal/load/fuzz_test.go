@@ -1,6 +1,7 @@
 package load
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -52,6 +53,41 @@ func FuzzParseKubeletConfig(f *testing.F) {
 		checkErr(t, err)
 		if err == nil && kc == nil {
 			t.Fatal("nil config without error")
+		}
+	})
+}
+
+func FuzzParseKubeletDocument(f *testing.F) {
+	addFileSeeds(f, "testdata/kubelet-config.*")
+	f.Add([]byte(`{"kubeletconfig":{"kind":"KubeletConfiguration","evictionHard":{"memory.available":"200Mi"},"x":1}}`))
+	f.Add([]byte("kubeletconfig:\n  evictionHard: {a: 1}\n  evictionHard: {a: 2}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ParseKubeletDocument(data, "in.yaml")
+		checkErr(t, err)
+		if err == nil && (d == nil || d.Config == nil) {
+			t.Fatal("nil config without error")
+		}
+		if d != nil {
+			for _, w := range d.Warnings {
+				checkErr(t, w)
+			}
+		}
+	})
+}
+
+func FuzzParseKubeletDropIn(f *testing.F) {
+	addFileSeeds(f, "testdata/kubelet-config.*")
+	f.Add([]byte("kind: KubeletConfiguration\nevictionHard: {memory.available: null}\n"))
+	f.Add([]byte(`{"evictionSoft":{},"evictionSoft":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ParseKubeletDropIn(data, "in.yaml")
+		checkErr(t, err)
+		if err == nil && (d == nil || !json.Valid(d.Patch)) {
+			t.Fatalf("no valid patch without error: %+v", d)
+		}
+		if err == nil {
+			_, err := DecodeKubeletMerged(d.Patch, "in.yaml")
+			checkErr(t, err)
 		}
 	})
 }

@@ -2,7 +2,7 @@ package load
 
 import (
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,7 +233,7 @@ func TestEvictionFlagsApply(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 			ef := RegisterEvictionFlags(fs)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
@@ -255,7 +255,7 @@ func TestEvictionFlagsRejectMalformed(t *testing.T) {
 		{"--eviction-max-pod-grace-period=99999999999"},
 		{"--eviction-pressure-transition-period=5"},
 	} {
-		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))
 		RegisterEvictionFlags(fs)
 		if err := fs.Parse(args); err == nil {
@@ -267,7 +267,7 @@ func TestEvictionFlagsRejectMalformed(t *testing.T) {
 // The flag package's help printer calls String on zero values; the kubelet's
 // map types would dereference a nil pointer there.
 func TestEvictionFlagsHelpDoesNotPanic(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 	var out strings.Builder
 	fs.SetOutput(&out)
 	RegisterEvictionFlags(fs)
@@ -289,18 +289,16 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
-func TestParseKubeletConfigFields(t *testing.T) {
-	kc, present, err := ParseKubeletConfigFields([]byte("evictionPressureTransitionPeriod: 0s\nevictionSoft: null\nkind: KubeletConfiguration\n"), "c")
+func TestParseKubeletDocumentPresent(t *testing.T) {
+	doc, err := ParseKubeletDocument([]byte("evictionPressureTransitionPeriod: 0s\nevictionSoft: null\nkind: KubeletConfiguration\n"), "c")
 	if err != nil {
 		t.Fatal(err)
 	}
+	kc, present := doc.Config, doc.Present
 	if kc.EvictionPressureTransitionPeriod.Duration != 0 || !present["evictionPressureTransitionPeriod"] || !present["kind"] {
 		t.Errorf("present = %v", present)
 	}
 	if present["evictionSoft"] || present["evictionHard"] {
 		t.Errorf("null or absent fields reported present: %v", present)
-	}
-	if _, _, err := ParseKubeletConfigFields([]byte("evictionHrad: {}\n"), "c"); err == nil {
-		t.Error("no error for an unknown field")
 	}
 }

@@ -96,10 +96,11 @@ func TestKubeletConfigLenient(t *testing.T) {
 	if _, err := ParseKubeletConfig([]byte(doc), "c.yaml"); !errors.Is(err, ErrDuplicateKey) {
 		t.Fatalf("strict: err = %v", err)
 	}
-	kc, warns, err := ParseKubeletConfigLenient([]byte(doc), "c.yaml")
+	d, err := ParseKubeletDocument([]byte(doc), "c.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	kc, warns := d.Config, d.Warnings
 	if kc.EvictionHard["memory.available"] != "2Gi" {
 		t.Errorf("the last duplicate must win, as in the kubelet: %v", kc.EvictionHard)
 	}
@@ -119,9 +120,76 @@ func TestKubeletConfigLenient(t *testing.T) {
 		"futureField: 1\nevictionMaxPodGracePeriod: soon\n",
 		"kind: Pod\nfutureField: 1\n",
 		"user: admin\npassword: hunter2\n",
+		// One unknown key and nothing of a KubeletConfiguration: not read
+		// as one with the kubelet's defaults.
+		"kubeletConfig: {evictionHard: {memory.available: 1Gi}}\n",
+		"futureField: 1\n",
 	} {
-		if _, _, err := ParseKubeletConfigLenient([]byte(bad), "c.yaml"); err == nil {
+		if _, err := ParseKubeletDocument([]byte(bad), "c.yaml"); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
+	}
+}
+
+// A /configz dump is read as the KubeletConfiguration it holds; its errors
+// and warnings name its fields under kubeletconfig.
+func TestParseKubeletDocumentConfigz(t *testing.T) {
+	const dump = `{"kubeletconfig":{"kind":"KubeletConfiguration","apiVersion":"kubelet.config.k8s.io/v1beta1",` +
+		`"evictionHard":{"memory.available":"200Mi","nodefs.available":"10%"},"evictionPressureTransitionPeriod":"5m0s","aNewerField":1}}`
+	d, err := ParseKubeletDocument([]byte(dump), "configz.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Configz || d.Config.EvictionHard["memory.available"] != "200Mi" || !d.Present["evictionPressureTransitionPeriod"] {
+		t.Errorf("configz %v, evictionHard %v, present %v", d.Configz, d.Config.EvictionHard, d.Present)
+	}
+	if len(d.Warnings) != 1 || d.Warnings[0].Error() != "configz.json: kubeletconfig.aNewerField: unknown field" {
+		t.Errorf("warnings %v", d.Warnings)
+	}
+	for bad, want := range map[string]string{
+		`{"kubeletconfig":{"evictionMaxPodGracePeriod":"soon"}}`: `configz.json: kubeletconfig.evictionMaxPodGracePeriod: "soon": want a whole number`,
+		`{"kubeletconfig":[1]}`:                                  "configz.json: kubeletconfig: is a list, want the KubeletConfiguration object of a /configz dump",
+		`{"kubeletconfig":{"kind":"Pod"}}`:                       `configz.json: kubeletconfig.kind: "Pod": want KubeletConfiguration`,
+		`{"kubeletconfig":{"user":"admin"}}`:                     "configz.json: kubeletconfig: none of its keys is a field",
+	} {
+		if _, err := ParseKubeletDocument([]byte(bad), "configz.json"); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", bad, err, want)
+		}
+	}
+}
+
+// Drop-ins: one object, a duplicate key refused (YAML and JSON alike),
+// unknown fields left to the merged decode.
+func TestParseKubeletDropIn(t *testing.T) {
+	d, err := ParseKubeletDropIn([]byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard: {memory.available: ~}\nfuture: 1\n"), "10.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != KubeletConfigKind || d.APIVersion != KubeletConfigAPIVersion || !strings.Contains(string(d.Patch), `"memory.available":null`) {
+		t.Errorf("%+v %s", d, d.Patch)
+	}
+	for bad, want := range map[string]string{
+		"evictionHard: {}\nevictionHard: {}\n":  "10.conf: evictionHard: \"evictionHard\": duplicate key: the kubelet refuses a drop-in",
+		`{"evictionSoft":{},"evictionSoft":{}}`: "10.conf: evictionSoft: duplicate key: the kubelet refuses a drop-in",
+		"- evictionHard: {}\n":                  "10.conf: top level is a list",
+		"\n# nothing\n":                         "10.conf: file is empty",
+	} {
+		if _, err := ParseKubeletDropIn([]byte(bad), "10.conf"); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: err %v, want %q", bad, err, want)
+		}
+	}
+}
+
+// The merged configuration is decoded as encoding/json does in the
+// kubelet: field names match case-insensitively, unknown fields are dropped,
+// and a wrong type names its field.
+func TestDecodeKubeletMerged(t *testing.T) {
+	kc, err := DecodeKubeletMerged([]byte(`{"EvictionSoft":{"memory.available":"1Gi"},"unknown":1}`), "merged")
+	if err != nil || kc.EvictionSoft["memory.available"] != "1Gi" {
+		t.Fatalf("%v %v", kc, err)
+	}
+	if _, err := DecodeKubeletMerged([]byte(`{"evictionMaxPodGracePeriod":"30"}`), "merged"); err == nil ||
+		err.Error() != `merged: evictionMaxPodGracePeriod: "30": want a whole number` {
+		t.Errorf("err %v", err)
 	}
 }

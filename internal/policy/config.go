@@ -12,6 +12,11 @@ import (
 	"github.com/evictd/evictd/internal/safetext"
 )
 
+// KubeletVersion is the kubelet release whose eviction decisions the policy
+// reproduces, quirks included (docs/kubelet-parity.md); the parity tier
+// checks it against that release's own eviction manager.
+const KubeletVersion = "v1.37.2"
+
 // Defaults the kubelet v1.37.2 applies, with where they come from.
 const (
 	// DefaultPressureTransitionPeriod replaces an unset or zero

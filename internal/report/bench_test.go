@@ -138,7 +138,7 @@ func BenchmarkRenderWeek(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := Render(io.Discard, in, "week.jsonl", Options{}); err != nil {
+		if _, err := Render(io.Discard, in, "week.jsonl", Options{}); err != nil {
 			b.Fatal(err)
 		}
 		in.Close()

@@ -23,13 +23,22 @@ import (
 // show (events, notes, ...) are skipped; the ranking is kept raw and
 // decoded only for records that evicted.
 type Record struct {
-	Time              time.Time `json:"-"` // from TimeText
-	TimeText          string    `json:"time"`
-	Trigger           Trigger   `json:"trigger"`
-	Decision          Decision  `json:"decision"`
-	Actions           []Action  `json:"actions"`
-	TriggerToDecision int64     `json:"triggerToDecisionNs"`
-	DryRun            bool      `json:"dryRun"`
+	Time              time.Time       `json:"-"` // from TimeText
+	TimeText          string          `json:"time"`
+	Trigger           Trigger         `json:"-"` // from TriggerJSON
+	TriggerJSON       json.RawMessage `json:"trigger"`
+	Decision          Decision        `json:"decision"`
+	Actions           []Action        `json:"actions"`
+	TriggerToDecision int64           `json:"triggerToDecisionNs"`
+	DryRun            bool            `json:"dryRun"`
+	// Omitted synchronizes before this record were left out of the log
+	// (nothing but the amounts changed).
+	Omitted int `json:"omitted"`
+	// Level and Msg are slog's: a line that has them is a log line of
+	// `evictd run --log-format json` (kubectl logs mixes them with the
+	// records when the decision log is standard output), not a record.
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
 }
 
 // Trigger says why the synchronize ran (agent.Trigger).
@@ -143,8 +152,10 @@ func (e *LineError) Error() string {
 func (e *LineError) Unwrap() error { return e.Err }
 
 // MaxLine bounds one record's line, so a corrupt file without newlines
-// cannot take all memory.
-const MaxLine = 64 << 20
+// cannot take all memory. A record is about 2 KiB plus 240 bytes per pod of
+// its ranking (13 KiB with 53 workloads, ≈ 27 KiB with the kubelet's
+// default maximum of 110 pods): 1 MiB holds a ranking of 4,000 pods.
+const MaxLine = 1 << 20
 
 // Reader reads a decision log one record at a time. Lines are decoded in
 // parallel (JSON decoding is most of a report's time) and returned in
@@ -154,6 +165,15 @@ type Reader struct {
 	// Incomplete is set when the file ended in a partial line that does not
 	// parse (a copy taken while evictd was writing): it was left out.
 	Incomplete bool
+	// SkipBad skips malformed records instead of failing on the first;
+	// Skipped counts them and FirstSkipped is the first one's error.
+	SkipBad      bool
+	Skipped      int
+	FirstSkipped error
+	// NotRecords counts the lines that are not decision records and were
+	// skipped: log lines (text or JSON) mixed in by `kubectl logs`, whose
+	// output interleaves the container's stderr with its stdout.
+	NotRecords int
 
 	started bool
 	order   chan *batch
@@ -164,8 +184,13 @@ type Reader struct {
 	src     io.Reader
 }
 
-// batchLines is how many lines a worker decodes at once.
-const batchLines = 256
+// A worker decodes batches of up to batchLines lines or batchBytes bytes,
+// whichever comes first: a handful of batches in flight then hold a few
+// MiB, whatever the lines' sizes.
+const (
+	batchLines = 256
+	batchBytes = 1 << 20
+)
 
 type entry struct {
 	line      int
@@ -173,6 +198,7 @@ type entry struct {
 	noNewline bool // the file's last line, without its newline
 	rec       Record
 	err       error
+	notRecord bool // a log line: skipped and counted
 }
 
 type batch struct {
@@ -210,7 +236,9 @@ func (r *Reader) start() {
 			for b := range jobs {
 				for i := range b.entries {
 					e := &b.entries[i]
-					e.err = parseRecord(e.text, &e.rec)
+					if e.err == nil {
+						e.notRecord, e.err = parseLine(e.text, &e.rec)
+					}
 					e.text = nil
 				}
 				close(b.done)
@@ -226,30 +254,33 @@ func (r *Reader) produce(jobs chan<- *batch, stop <-chan struct{}) {
 	defer close(r.order)
 	defer close(jobs)
 	br := bufio.NewReaderSize(r.src, 1<<20)
+	var scratch []byte // readLine's, reused: each line is cloned below
 	line := 0
 	for {
 		b := &batch{done: make(chan struct{})}
-		for len(b.entries) < batchLines {
-			text, newline, err := readLine(br)
-			if err != nil {
+		size, last := 0, false
+		for len(b.entries) < batchLines && size < batchBytes {
+			text, newline, err := readLine(br, &scratch)
+			if err != nil && !errors.Is(err, errLineTooLong) {
 				if !errors.Is(err, io.EOF) {
-					var le *LineError
-					if errors.As(err, &le) {
-						le.File, le.Line = r.name, line+1
-					} else {
-						err = fmt.Errorf("%s: %w", r.name, err)
-					}
-					b.err = err
+					b.err = fmt.Errorf("%s: %w", r.name, err)
 				}
+				last = true
 				break
 			}
 			line++
+			if err != nil {
+				// Too long for a record: an entry that is an error (or
+				// skipped with SkipBad), without its text.
+				b.entries = append(b.entries, entry{line: line, err: &LineError{Err: err}, noNewline: !newline})
+				continue
+			}
 			if len(bytes.TrimSpace(text)) == 0 {
 				continue
 			}
+			size += len(text)
 			b.entries = append(b.entries, entry{line: line, text: bytes.Clone(text), noNewline: !newline})
 		}
-		last := len(b.entries) < batchLines
 		select {
 		case jobs <- b:
 		case <-stop:
@@ -292,6 +323,10 @@ func (r *Reader) Next(rec *Record) error {
 		e := &r.cur.entries[r.i]
 		r.i++
 		r.line = e.line
+		if e.notRecord {
+			r.NotRecords++
+			continue
+		}
 		if e.err != nil {
 			if le, ok := e.err.(*LineError); ok {
 				le.File, le.Line = r.name, e.line
@@ -299,6 +334,13 @@ func (r *Reader) Next(rec *Record) error {
 			if e.noNewline {
 				r.Incomplete = true
 				return io.EOF
+			}
+			if r.SkipBad {
+				if r.Skipped == 0 {
+					r.FirstSkipped = e.err
+				}
+				r.Skipped++
+				continue
 			}
 			return e.err
 		}
@@ -308,32 +350,75 @@ func (r *Reader) Next(rec *Record) error {
 	}
 }
 
+// errLineTooLong is a line longer than MaxLine; readLine skips the rest of
+// it without keeping it.
+var errLineTooLong = fmt.Errorf("line longer than %d MiB: not a record", MaxLine>>20)
+
 // readLine returns the next line (without its newline) and whether it had
-// one; io.EOF at the end.
-func readLine(br *bufio.Reader) ([]byte, bool, error) {
-	var long []byte
+// one; io.EOF at the end. A line longer than MaxLine is read to its end
+// without being kept and returned as errLineTooLong. A line longer than
+// br's buffer is put together in *scratch, which the next call reuses: the
+// caller copies what it keeps.
+func readLine(br *bufio.Reader, scratch *[]byte) ([]byte, bool, error) {
+	long := (*scratch)[:0]
+	defer func() { *scratch = long[:0] }()
+	tooLong, joined := false, false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			if long != nil {
-				return append(long, chunk...), true, nil
+			if tooLong {
+				return nil, true, errLineTooLong
+			}
+			if joined {
+				long = append(long, chunk...)
+				return long, true, nil
 			}
 			return chunk, true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			if len(long)+len(chunk) > MaxLine {
-				return nil, false, &LineError{Err: fmt.Errorf("line longer than %d MiB", MaxLine>>20)}
+			if tooLong || len(long)+len(chunk) > MaxLine {
+				tooLong, long = true, long[:0]
+				continue
 			}
-			long = append(long, chunk...)
+			long, joined = append(long, chunk...), true
 		case errors.Is(err, io.EOF):
+			if tooLong {
+				return nil, false, errLineTooLong
+			}
 			if len(chunk) == 0 && len(long) == 0 {
 				return nil, false, io.EOF
 			}
-			return append(long, chunk...), false, nil
+			long = append(long, chunk...)
+			return long, false, nil
 		default:
 			return nil, false, err
 		}
 	}
+}
+
+// parseLine decodes one line: a record, or a line that is not one (notRecord)
+// — text that is not a JSON object (a text log line, kubectl's own notes),
+// or a JSON log line (slog's "level" and "msg"). `kubectl logs
+// --timestamps` puts an RFC 3339 time and a space before each line; it is
+// taken off.
+func parseLine(line []byte, rec *Record) (notRecord bool, err error) {
+	t := bytes.TrimLeft(line, " \t")
+	if len(t) > 0 && t[0] >= '0' && t[0] <= '9' {
+		if i := bytes.IndexByte(t, ' '); i > 0 && i < 40 {
+			if _, perr := time.Parse(time.RFC3339Nano, string(t[:i])); perr == nil {
+				t = t[i+1:]
+			}
+		}
+	}
+	if len(t) == 0 || t[0] != '{' {
+		return true, nil
+	}
+	err = parseRecord(t, rec)
+	if rec.Level != "" && rec.Msg != "" && len(rec.Decision.Observations) == 0 && len(rec.Actions) == 0 {
+		*rec = Record{}
+		return true, nil
+	}
+	return false, err
 }
 
 // parseRecord decodes one line and checks what the report relies on,
@@ -350,8 +435,20 @@ func parseRecord(line []byte, rec *Record) error {
 		}
 		return &LineError{Err: err} // no value here has a decoder of its own
 	}
+	if rec.Level != "" && rec.Msg != "" {
+		return nil // a log line (parseLine skips it); its fields are not a record's
+	}
 	if rec.TimeText == "" {
 		return &LineError{Field: "time", Err: errors.New("missing (every record has the time of its synchronize)")}
+	}
+	if len(rec.TriggerJSON) > 0 && !bytes.Equal(rec.TriggerJSON, []byte("null")) {
+		if err := json.Unmarshal(rec.TriggerJSON, &rec.Trigger); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return &LineError{Field: "trigger." + te.Field, Err: fmt.Errorf("%s where %s was expected", te.Value, te.Type)}
+			}
+			return &LineError{Field: "trigger", Err: err}
+		}
 	}
 	var err error
 	if rec.Time, err = parseTime(rec.TimeText); err != nil {

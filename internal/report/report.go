@@ -42,6 +42,9 @@ type Options struct {
 	MaxGap time.Duration
 	// Now is printed as the page's creation time (zero: left out).
 	Now time.Time
+	// SkipBad skips malformed records (counted, and the first one named on
+	// the page) instead of failing on the first.
+	SkipBad bool
 }
 
 // ChartWidth is the width the report's chart is drawn at: a page's width
@@ -93,6 +96,14 @@ type Summary struct {
 	Errors      []Count // synchronizes that stopped early, by error
 	Incomplete  bool
 	Backwards   int
+	// Omitted synchronizes were left out of the log by the agent (nothing
+	// but the amounts changed).
+	Omitted int
+	// NotRecords lines were not records (log lines) and were skipped;
+	// Skipped malformed records were skipped (SkipBad), the first with
+	// FirstSkipped.
+	NotRecords, Skipped int
+	FirstSkipped        string
 }
 
 // Count is a labelled count.
@@ -102,9 +113,10 @@ type Count struct {
 }
 
 // Render reads the decision log from src (named name in errors and on the
-// page) and writes the HTML page to w. A malformed record is an error
-// naming the file, line and field; nothing is written then.
-func Render(w io.Writer, src io.Reader, name string, o Options) error {
+// page), writes the HTML page to w and returns what the page's head says.
+// A malformed record is an error naming the file, line and field (unless
+// o.SkipBad); nothing is written then.
+func Render(w io.Writer, src io.Reader, name string, o Options) (*Summary, error) {
 	if o.MaxRows <= 0 {
 		o.MaxRows = DefaultMaxRows
 	}
@@ -115,6 +127,7 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 		o.MaxGap = DefaultMaxGap
 	}
 	rd := NewReader(src, name)
+	rd.SkipBad = o.SkipBad
 	defer rd.Close()
 	b := timeline.Builder{MaxGap: o.MaxGap}
 	sum := Summary{File: name}
@@ -129,9 +142,14 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 			break
 		}
 		if err != nil {
-			return err
+			var le *LineError
+			if errors.As(err, &le) {
+				err = fmt.Errorf("%w (--skip-bad skips malformed records)", err)
+			}
+			return nil, err
 		}
 		sum.Records++
+		sum.Omitted += rec.Omitted
 		if sum.First.IsZero() {
 			sum.First = rec.Time
 		}
@@ -157,6 +175,13 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 		}
 	}
 	sum.Incomplete = rd.Incomplete
+	sum.NotRecords, sum.Skipped = rd.NotRecords, rd.Skipped
+	if rd.FirstSkipped != nil {
+		sum.FirstSkipped = rd.FirstSkipped.Error()
+	}
+	if sum.Records == 0 && sum.NotRecords > 0 {
+		return nil, fmt.Errorf("%s: no decision record in %d lines (is it evictd's decision log, or the output of kubectl logs of evictd with --decision-log -?)", name, sum.NotRecords)
+	}
 	sum.Backwards = b.Backwards()
 	sum.Triggers = sortedCounts(triggers)
 	sum.Errors = sortedCounts(errs)
@@ -165,7 +190,7 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 	var svg bytes.Buffer
 	title := "evictd report — " + name
 	if err := chart.Write(&svg, chart.SVG, tl, chart.Options{Title: title, X: chart.XAxis{Clock: true}, Width: ChartWidth}); err != nil {
-		return fmt.Errorf("drawing the chart: %w", err)
+		return nil, fmt.Errorf("drawing the chart: %w", err)
 	}
 	rows := tail.list()
 	page := pageData{
@@ -188,10 +213,10 @@ func Render(w io.Writer, src io.Reader, name string, o Options) error {
 	}
 	var out bytes.Buffer
 	if err := pageTemplate.Execute(&out, page); err != nil {
-		return err
+		return nil, err
 	}
 	_, err := out.WriteTo(w)
-	return err
+	return &sum, err
 }
 
 func triggerText(t Trigger) string {
@@ -371,13 +396,15 @@ td.num { text-align: right; }
 <section id="summary">
 <table>
 <tr><th>log</th><td>{{.Summary.File}}</td></tr>
-<tr><th>records</th><td>{{.Summary.Records}} synchronizes{{if .Summary.Records}}, {{ts .Summary.First}} to {{ts .Summary.Last}} ({{span .Summary.First .Summary.Last}}){{end}}</td></tr>
+<tr><th>records</th><td>{{.Summary.Records}} synchronizes{{if .Summary.Records}}, {{ts .Summary.First}} to {{ts .Summary.Last}} ({{span .Summary.First .Summary.Last}}){{end}}{{if .Summary.Omitted}}; {{.Summary.Omitted}} more left out of the log by evictd (nothing but the amounts changed){{end}}</td></tr>
 <tr><th>evictions</th><td>{{.Summary.Evictions}}{{if .Summary.DryRun}} (dry run: decisions only, nothing was killed){{end}}</td></tr>
 <tr><th>triggers</th><td>{{range $i, $c := .Summary.Triggers}}{{if $i}}, {{end}}{{$c.Name}}: {{$c.N}}{{else}}–{{end}}</td></tr>
 {{if .Summary.Errors}}<tr><th>synchronizes stopped early</th><td>{{range $i, $c := .Summary.Errors}}{{if $i}}<br>{{end}}{{$c.N}} × {{$c.Name}}{{end}}</td></tr>{{end}}
 {{if not .Created.IsZero}}<tr><th>page made</th><td>{{ts .Created}}</td></tr>{{end}}
 </table>
-<p class="note">The log holds only the synchronizes where something happened (a threshold met, a node condition, an action, an error); where records are more than {{.MaxGap}} apart the chart's lines break: nothing was met then.{{if .Bucket}} The chart downsamples the {{.Summary.Records}} records into buckets of {{.Bucket}}, keeping each bucket's minimum and maximum, so spikes stay visible.{{end}}</p>
+<p class="note">The log holds only the synchronizes where something happened or changed (a threshold met, a node condition, an action, an error), and a heartbeat every 30 s while it lasts; where records are more than {{.MaxGap}} apart the chart's lines break: nothing was met then.{{if .Bucket}} The chart downsamples the {{.Summary.Records}} records into buckets of {{.Bucket}}, keeping each bucket's minimum and maximum, so spikes stay visible.{{end}}</p>
+{{if .Summary.NotRecords}}<p class="note" id="not-records">{{.Summary.NotRecords}} lines are not decision records (log lines, as kubectl logs mixes them in) and were skipped.</p>{{end}}
+{{if .Summary.Skipped}}<p class="note" id="skipped">{{.Summary.Skipped}} malformed records were skipped (--skip-bad); the first: {{.Summary.FirstSkipped}}</p>{{end}}
 {{if .Summary.Incomplete}}<p class="note">The log's last line is incomplete (the file was copied while evictd was writing it) and was left out.</p>{{end}}
 {{if .Summary.Backwards}}<p class="note">{{.Summary.Backwards}} records went back in time (a clock step); they are drawn at the previous record's time.</p>{{end}}
 {{if .Merged}}<p class="note">Condition and grace-period intervals were too many to draw one by one; neighbours were joined.</p>{{end}}

@@ -26,7 +26,7 @@ func demoLog(t testing.TB) []byte {
 func render(t *testing.T, log []byte, o Options) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := Render(&out, bytes.NewReader(log), "decisions.jsonl", o)
+	_, err := Render(&out, bytes.NewReader(log), "decisions.jsonl", o)
 	return out.String(), err
 }
 
@@ -129,7 +129,7 @@ func TestMalformedLogs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := Render(&out, strings.NewReader(tc.log), "decisions.jsonl", Options{})
+			_, err := Render(&out, strings.NewReader(tc.log), "decisions.jsonl", Options{})
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one starting %q", err, tc.want)
 			}

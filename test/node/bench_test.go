@@ -32,6 +32,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/policy"
@@ -46,6 +47,11 @@ const (
 	envBenchOOMTrials = "EVICTD_BENCH_NODE_OOM_TRIALS" // trials per ramp and configuration (10)
 	envBenchWindow    = "EVICTD_BENCH_NODE_WINDOW"     // metrics window per pod count (120s)
 	envBenchSyncPods  = "EVICTD_BENCH_NODE_SYNC_PODS"  // pods on the node in the synchronize row's second window (110)
+	// envBenchOOMRamps: the OOM rows' ramps, comma-separated: "RATEMi/s"
+	// (paced) or "N threads" (full speed); "500Mi/s,1 thread,2 threads".
+	envBenchOOMRamps = "EVICTD_BENCH_NODE_OOM_RAMPS"
+	// envBenchOOMSigterm: "obeyed,ignored" (default), either alone.
+	envBenchOOMSigterm = "EVICTD_BENCH_NODE_OOM_SIGTERM"
 )
 
 // The trials' shapes.
@@ -53,7 +59,12 @@ const (
 	// sampleEvery is the crossing sampler's period: a crossing is
 	// timestamped at most this (plus one read of the kubepods cgroup,
 	// ≈ 0.1 ms) after it happened, so latencies are understated by as much.
-	sampleEvery = 2 * time.Millisecond
+	// After the crossing it reads only the usage (one small file), every
+	// afterEvery, to see when growth stopped.
+	sampleEvery = 500 * time.Microsecond
+	afterEvery  = 250 * time.Microsecond
+	// stopSlack: the working set within this of its peak counts as stopped.
+	stopSlack = 1 << 20
 	// emptyEvery is how often the pod's cgroup is checked for processes.
 	emptyEvery = 5 * time.Millisecond
 	// rampFrom: the hog allocates at once up to this far below the
@@ -81,7 +92,64 @@ const (
 	syncPods = 110
 )
 
-var oomRates = []int64{100 << 20, 500 << 20, 2 << 30}
+// hogRamp is an OOM trial's ramp past the crossing: paced at Rate bytes per
+// second, or from Threads threads touching memory at full speed.
+type hogRamp struct {
+	Rate       int64
+	Threads    int
+	IgnoreTerm bool
+}
+
+// oomRamps reads the OOM rows' ramps and SIGTERM cells.
+func oomRamps(b *testing.B) []hogRamp {
+	ramps := os.Getenv(envBenchOOMRamps)
+	if ramps == "" {
+		ramps = "500Mi/s,1 thread,2 threads"
+	}
+	terms := os.Getenv(envBenchOOMSigterm)
+	if terms == "" {
+		terms = "obeyed,ignored"
+	}
+	var out []hogRamp
+	for _, r := range strings.Split(ramps, ",") {
+		var h hogRamp
+		if n, ok := strings.CutSuffix(strings.TrimSuffix(r, "s"), " thread"); ok {
+			t, err := strconv.Atoi(n)
+			if err != nil || t < 1 {
+				b.Fatalf("%s: %q: want N threads or RATEMi/s", envBenchOOMRamps, r)
+			}
+			h.Threads = t
+		} else if mi, ok := strings.CutSuffix(r, "Mi/s"); ok {
+			m, err := strconv.Atoi(mi)
+			if err != nil || m < 1 {
+				b.Fatalf("%s: %q: want N threads or RATEMi/s", envBenchOOMRamps, r)
+			}
+			h.Rate = int64(m) << 20
+		} else {
+			b.Fatalf("%s: %q: want N threads or RATEMi/s", envBenchOOMRamps, r)
+		}
+		for _, t := range strings.Split(terms, ",") {
+			if t != "obeyed" && t != "ignored" {
+				b.Fatalf("%s: %q: want obeyed or ignored", envBenchOOMSigterm, t)
+			}
+			h.IgnoreTerm = t == "ignored"
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// script is the hog's allocation past rampFrom below the crossing.
+func (h hogRamp) script(alloc, past int64) string {
+	s := fmt.Sprintf("alloc %d; ramp %d %d; hold", alloc, past, h.Rate)
+	if h.Threads > 0 {
+		s = fmt.Sprintf("alloc %d; threads %d; alloc %d; hold", alloc, h.Threads, past)
+	}
+	if h.IgnoreTerm {
+		s = "ignore-term; " + s
+	}
+	return s
+}
 
 // benchEnv is one benchmark's node and what the trials need of it.
 type benchEnv struct {
@@ -144,6 +212,13 @@ func BenchmarkNode(b *testing.B) {
 		const key, name = "evictd", "evictd (DaemonSet) + kubelet, 10 s polling"
 		b.Run("latency", func(b *testing.B) { e.latencyRow(b, key, name, trials) })
 		b.Run("oom", func(b *testing.B) { e.oomRows(b, key, name, oomTrials) })
+		b.Run("nostop", func(b *testing.B) {
+			// The same DaemonSet with its growth stop off, on the same
+			// node: what the stop adds. installEvictd waits for the
+			// rollout to run the new args.
+			installEvictd(b, c, "--stop-growth=false")
+			e.oomRows(b, "evictd-nostop", "evictd, --stop-growth=false", oomTrials)
+		})
 		b.Run("sync", func(b *testing.B) {
 			pods := envInt(b, envBenchSyncPods, syncPods)
 			if n, _ := strconv.Atoi(env["EVICTD_NODE_MAX_PODS"]); n < pods {
@@ -176,7 +251,7 @@ func (e *benchEnv) finish(b *testing.B, r nodebench.Row) {
 func (e *benchEnv) latencyRow(b *testing.B, key, name string, trials int) {
 	r := e.newRow(nodebench.KindLatency, key, name)
 	for i := range trials {
-		res := e.trial(b, fmt.Sprintf("lat-%d", i), latencyOver, latencyRate, false)
+		res := e.trial(b, fmt.Sprintf("lat-%d", i), latencyOver, hogRamp{Rate: latencyRate}, false)
 		t := nodebench.LatencyTrial{EvictedBy: res.by, OOMKills: res.oomKills, Err: res.err}
 		if res.err == "" {
 			t.Accepted, t.Empty = res.accepted.Sub(res.crossed), res.empty.Sub(res.crossed)
@@ -188,13 +263,22 @@ func (e *benchEnv) latencyRow(b *testing.B, key, name string, trials int) {
 }
 
 func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
-	for _, rate := range oomRates {
+	for _, ramp := range oomRamps(b) {
 		r := e.newRow(nodebench.KindOOM, key, name)
-		r.Rate = rate
+		r.Rate, r.Threads, r.IgnoreTerm = ramp.Rate, ramp.Threads, ramp.IgnoreTerm
 		for i := range trials {
-			res := e.trial(b, fmt.Sprintf("oom-%d-%d", rate>>20, i), e.threshold+oomOver, rate, true)
+			res := e.trial(b, fmt.Sprintf("oom-%d-%d-%t-%d", ramp.Rate>>20, ramp.Threads, ramp.IgnoreTerm, i), e.threshold+oomOver, ramp, true)
 			t := nodebench.OOMTrial{OOMKills: res.oomKills, Evicted: res.by != "", EvictedBy: res.by, Rate: res.rate, Err: res.err}
-			b.Logf("%s ramp %d MiB/s trial %d: OOM kills %d, evicted by %q, seen ramp %.0f MiB/s %s", key, rate>>20, i, t.OOMKills, t.EvictedBy, t.Rate/(1<<20), t.Err)
+			if !res.crossed.IsZero() {
+				if !res.stopped.IsZero() {
+					t.Stopped = max(1, res.stopped.Sub(res.crossed))
+				}
+				if !res.empty.IsZero() {
+					t.Empty = res.empty.Sub(res.crossed)
+				}
+			}
+			b.Logf("%s %s trial %d: OOM kills %d, evicted by %q, growth stopped %v, empty %v, seen ramp %.0f MiB/s %s",
+				key, r.RampName(), i, t.OOMKills, t.EvictedBy, t.Stopped, t.Empty, t.Rate/(1<<20), t.Err)
 			r.OOM = append(r.OOM, t)
 		}
 		e.finish(b, r)
@@ -204,6 +288,7 @@ func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
 // trialResult is one hog's story, by the harness's clocks.
 type trialResult struct {
 	crossed, accepted, empty, ended time.Time
+	stopped                         time.Time // growth stopped (OOM trials)
 	by                              string
 	oomKills                        int
 	rate                            float64
@@ -216,7 +301,7 @@ type trialResult struct {
 // trials end once the hog ended (evicted or OOM-killed) instead of waiting
 // for the whole pod. The pod is deleted and gone from the node before it
 // returns.
-func (e *benchEnv) trial(b *testing.B, name string, over, rate int64, oom bool) (res trialResult) {
+func (e *benchEnv) trial(b *testing.B, name string, over int64, ramp hogRamp, oom bool) (res trialResult) {
 	b.Helper()
 	// A start uniformly random over the kubelet's period, so that its
 	// synchronize meets the crossing at any phase. Without it the phase is
@@ -237,7 +322,7 @@ func (e *benchEnv) trial(b *testing.B, name string, over, rate int64, oom bool) 
 	if alloc < 16<<20 {
 		b.Fatalf("the pods cgroup holds %d MiB of its %d MiB already: no room for a trial", m.WorkingSet>>20, m.Limit>>20)
 	}
-	script := fmt.Sprintf("alloc %d; ramp %d %d; hold", alloc, rampFrom+over, rate)
+	script := ramp.script(alloc, rampFrom+over)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	smp := startSampler(ctx, e.col, crossWS)
@@ -298,6 +383,8 @@ func (e *benchEnv) trial(b *testing.B, name string, over, rate int64, oom bool) 
 		res.err = "evicted, but the sampler never saw the crossing"
 	}
 	res.rate = smp.rate()
+	cancel() // the sampler stops: its samples are complete
+	res.stopped = smp.stoppedAt()
 	res.oomKills, err = e.kmsg.oomKills(e.col.PodsCgroup())
 	if err != nil {
 		b.Fatal(err)
@@ -326,16 +413,31 @@ func (e *benchEnv) removePod(b *testing.B, p *corev1.Pod) {
 }
 
 // sampler reads the kubepods cgroup every sampleEvery and records the first
-// sample past the crossing, and the ramp's speed just before it.
+// sample past the crossing, the ramp's speed just before it, and the samples
+// after it (to tell when growth stopped), until ctx ends.
 type sampler struct {
 	mu      sync.Mutex
 	crossed time.Time
 	r       float64
+	after   []usageAt
+	done    chan struct{}
 }
 
+type usageAt struct {
+	at time.Time
+	ws int64
+}
+
+// maxAfter bounds the samples kept after the crossing (a minute at
+// sampleEvery).
+const maxAfter = 240000
+
 func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *sampler {
-	s := &sampler{}
+	s := &sampler{done: make(chan struct{})}
+	memRoot, _ := col.MemoryRoot()
+	podsDir := memRoot + col.PodsCgroup()
 	go func() {
+		defer close(s.done)
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
 		var fromT time.Time
@@ -347,6 +449,18 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 			case <-tick.C:
 			}
 			t := time.Now()
+			s.mu.Lock()
+			crossed := !s.crossed.IsZero()
+			s.mu.Unlock()
+			if crossed {
+				u, err := cgroupv1.ReadMemoryUsageInBytes(podsDir)
+				s.mu.Lock()
+				if err == nil && len(s.after) < maxAfter {
+					s.after = append(s.after, usageAt{t, int64(u)})
+				}
+				s.mu.Unlock()
+				continue
+			}
 			m, err := col.ReadCgroupMemory(col.PodsCgroup(), false)
 			if err != nil {
 				continue
@@ -364,7 +478,7 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 					s.r = float64(ws-fromWS) / t.Sub(fromT).Seconds()
 				}
 				s.mu.Unlock()
-				return
+				tick.Reset(afterEvery)
 			}
 		}
 	}()
@@ -381,6 +495,26 @@ func (s *sampler) rate() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.r
+}
+
+// stoppedAt is when growth stopped: the first sample after the crossing
+// within stopSlack of the peak usage after it (zero before the crossing;
+// the usage, not the working set, after it: one small read).
+// Call it once the sampler's context is done.
+func (s *sampler) stoppedAt() time.Time {
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var peak int64
+	for _, u := range s.after {
+		peak = max(peak, u.ws)
+	}
+	for _, u := range s.after {
+		if u.ws >= peak-stopSlack {
+			return u.at
+		}
+	}
+	return time.Time{}
 }
 
 // podWatch follows one pod: when an eviction was first seen accepted (a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/evictd/evictd/internal/load"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/test/node"
 )
@@ -309,11 +308,11 @@ func evictionMarked(p *corev1.Pod) bool {
 // evicted pod used.
 func policyOrder(t *testing.T, c *node.Cluster, pods []*corev1.Pod, use map[string]int64, limit, ws int64) []string {
 	t.Helper()
-	kc, _, err := load.KubeletConfigFileLenient(filepath.Join(c.Dir, "kubelet.yaml"))
+	kc, err := kubeletconfig.Read(c.KubeletConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := policy.ConfigFromKubelet(kc)
+	cfg, err := kc.Policy()
 	if err != nil {
 		t.Fatal(err)
 	}

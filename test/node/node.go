@@ -36,6 +36,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/evictd/evictd/internal/kubeletconfig"
 )
 
 // Environment of the tier.
@@ -64,6 +66,8 @@ type Cluster struct {
 	// Kubelet is the kubelet's HTTPS endpoint (https://127.0.0.1:PORT);
 	// KubeletRoot and PodLogs its root and pod log directories.
 	Kubelet, KubeletRoot, PodLogs string
+	// Containerd is containerd's socket (for ctr).
+	Containerd string
 	// Bin holds the Kubernetes binaries; Images the image archives and,
 	// in Images/bin, the static binaries they were made of (evictd too,
 	// built from the tree under test).
@@ -249,7 +253,8 @@ func load(repo, dir string) (*Cluster, error) {
 	}
 	c := &Cluster{Dir: dir, repo: repo, Node: "127.0.0.1", Kubeconfig: env["KUBECONFIG"],
 		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
-		Bin: env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
+		Containerd: env["EVICTD_NODE_CONTAINERD"],
+		Bin:        env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
 		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
 	for k, v := range map[string]string{"KUBECONFIG": c.Kubeconfig, "EVICTD_NODE_KUBELET": c.Kubelet, "EVICTD_NODE_CGROUP": c.Cgroup, "EVICTD_NODE_IMAGES": c.Images} {
 		if v == "" {
@@ -470,4 +475,10 @@ func stopPID(pid int, grace time.Duration) error {
 		}
 	}
 	return errors.New("still running 10 s after SIGKILL")
+}
+
+// KubeletConfig is the kubelet's --config and --config-dir (scripts/node.sh
+// writes both).
+func (c *Cluster) KubeletConfig() kubeletconfig.Source {
+	return kubeletconfig.Source{File: filepath.Join(c.Dir, "kubelet.yaml"), DropInDir: filepath.Join(c.Dir, "kubelet.conf.d")}
 }

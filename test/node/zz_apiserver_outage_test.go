@@ -134,7 +134,7 @@ func TestAPIServerOutage(t *testing.T) {
 	for _, l := range killed {
 		t.Logf("evictd: %s", l)
 	}
-	want := fmt.Sprintf("local freezer+SIGKILL after grace 1s + deadline %s (eviction API:", outageDeadline)
+	want := fmt.Sprintf("local SIGKILL (held) after grace 1s + deadline %s (eviction API:", outageDeadline)
 	if len(killed) != 1 || !strings.Contains(killed[0], want) {
 		t.Errorf("evictd's records of hog: want one eviction with method %q", want)
 	}

@@ -58,6 +58,13 @@ const (
 	// of the last 10 s in which some task stalled on memory) above which the
 	// host counts as under memory pressure and the self-test refuses to run.
 	DefaultMaxPSISomeAvg10 = 10.0
+	// PSISettle is how long Prepare waits for the memory PSI to fall back
+	// under the bound before it refuses. PSI is a moving average: evictd's
+	// own growth stop throttles a victim (cgroup v2 memory.high), which
+	// counts as a memory stall, so right after a self-test (or any eviction
+	// of a throttled workload) "some avg10" reads high for about ten
+	// seconds while the host is fine; a host under real pressure stays high.
+	PSISettle = 30 * time.Second
 )
 
 // The trial's timing, in the sandbox's own scale.
@@ -103,8 +110,11 @@ type Options struct {
 	Progress io.Writer
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
-	// MaxPSISomeAvg10 is the pressure bound (DefaultMaxPSISomeAvg10).
+	// MaxPSISomeAvg10 is the pressure bound (DefaultMaxPSISomeAvg10), and
+	// PSISettle how long it may take to fall under it (PSISettle; negative:
+	// no wait).
 	MaxPSISomeAvg10 float64
+	PSISettle       time.Duration
 	// WatchEvery is the crossing watcher's period (DefaultWatchEvery).
 	WatchEvery time.Duration
 }
@@ -235,17 +245,11 @@ func Prepare(ctx context.Context, o Options) (Plan, error) {
 			hard = &rt
 		}
 	}
-	if ps, err := host.ReadPressure(o.ProcRoot, "memory"); err == nil {
-		v := ps.Some.Avg10
-		p.PSISomeAvg10 = &v
-		if v > o.MaxPSISomeAvg10 {
-			return p, &PressureError{fmt.Sprintf("memory PSI some avg10 is %.2f%%, above %.2f%%", v, o.MaxPSISomeAvg10)}
-		}
-	} else if !errors.Is(err, errors.ErrUnsupported) {
-		return p, err
-	}
 	if hard == nil {
 		return p, fmt.Errorf("%s has no hard memory.available threshold: evictd would not evict on memory before the kernel OOM killer, so there is nothing to test", o.Source)
+	}
+	if err := settlePSI(ctx, o, &p); err != nil {
+		return p, err
 	}
 	if p.NodeCapacity <= 0 {
 		return p, fmt.Errorf("the node's memory capacity reads as %d", p.NodeCapacity)
@@ -264,6 +268,34 @@ func Prepare(ctx context.Context, o Options) (Plan, error) {
 			p.NodeThreshold, 100*float64(p.NodeThresholdBytes)/float64(p.NodeCapacity), BytesText(p.SandboxBytes))
 	}
 	return p, nil
+}
+
+// settlePSI reads the host's memory PSI "some avg10" into p and refuses
+// when it stays above the bound for PSISettle, polling every second (a
+// high value falling under it is the tail of a stall that has ended).
+func settlePSI(ctx context.Context, o Options, p *Plan) error {
+	deadline := time.Now().Add(o.PSISettle)
+	for {
+		ps, err := host.ReadPressure(o.ProcRoot, "memory")
+		if errors.Is(err, errors.ErrUnsupported) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v := ps.Some.Avg10
+		p.PSISomeAvg10 = &v
+		if v <= o.MaxPSISomeAvg10 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return &PressureError{fmt.Sprintf("memory PSI some avg10 is %.2f%%, above %.2f%% (still after %s)", v, o.MaxPSISomeAvg10, o.PSISettle)}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // SandboxBytes is the sandbox's limit for a host with memAvailable bytes
@@ -289,6 +321,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPSISomeAvg10 == 0 {
 		o.MaxPSISomeAvg10 = DefaultMaxPSISomeAvg10
+	}
+	if o.PSISettle == 0 {
+		o.PSISettle = PSISettle
 	}
 	if o.WatchEvery <= 0 {
 		o.WatchEvery = DefaultWatchEvery

@@ -279,12 +279,18 @@ func TestRefusesUnderPSI(t *testing.T) {
 	write := func(avg10 string) {
 		t.Helper()
 		s := "some avg10=" + avg10 + " avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
-		if err := os.WriteFile(filepath.Join(proc, "pressure", "memory"), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
+		// Renamed into place: Prepare may be reading it meanwhile.
+		tmp := filepath.Join(proc, "pressure", ".memory")
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(proc, "pressure", "memory")); err != nil {
+			t.Error(err)
 		}
 	}
 	o := options(nil)
 	o.ProcRoot = proc
+	o.PSISettle = -1 // no wait
 	write("10.50")
 	_, err := Prepare(context.Background(), o)
 	var pe *PressureError
@@ -294,6 +300,17 @@ func TestRefusesUnderPSI(t *testing.T) {
 	write("9.99")
 	if _, err := Prepare(context.Background(), o); err != nil {
 		t.Fatalf("Prepare below the PSI bound = %v", err)
+	}
+	// A stall that has ended (the average falling, as after a trial's
+	// throttled victim) is waited out.
+	write("23.38")
+	o.PSISettle = time.Minute
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		write("9.50")
+	}()
+	if _, err := Prepare(context.Background(), o); err != nil {
+		t.Fatalf("Prepare while the PSI falls under the bound = %v", err)
 	}
 }
 

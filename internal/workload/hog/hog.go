@@ -17,6 +17,7 @@
 //	                   threads at once (each a quarter of the size, at a
 //	                   quarter of the rate): "threads 2; alloc 4Gi" is a
 //	                   two-thread allocator at the machine's full speed
+//	await FILE         wait until FILE exists (a test's gate)
 //	leader-exit        the main thread exits alone (SYS_exit), leaving a
 //	                   zombie thread-group leader while the rest of the
 //	                   script goes on in another thread, as a process looks
@@ -42,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/host"
 )
 
 // Environment variables that turn a re-executed binary into a hog.
@@ -74,6 +76,7 @@ type Step struct {
 	N     int   // threads
 	Rate  int64 // bytes per second (ramp)
 	Dur   time.Duration
+	Path  string // await
 }
 
 // ParseScript parses a script; errors name the step and the value.
@@ -88,7 +91,7 @@ func ParseScript(s string) ([]Step, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
 		}
-		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "await": 1}
 		n, ok := want[st.Op]
 		if !ok {
 			return nil, bad("unknown step")
@@ -110,6 +113,8 @@ func ParseScript(s string) ([]Step, error) {
 				}
 				st.Rate = r.Value()
 			}
+		case "await":
+			st.Path = f[1]
 		case "threads":
 			n, err := strconv.Atoi(f[1])
 			if err != nil || n < 1 || n > maxThreads {
@@ -178,6 +183,21 @@ func watchLifeline(fd string) *os.File {
 	return f
 }
 
+// resetNice puts every thread of the hog at the ordinary scheduling
+// policy and nice 0: a hog is an ordinary workload, whatever the priority
+// of the agent or benchmark that started it (threads inherit their
+// creator's policy and nice value).
+func resetNice() {
+	tids, err := host.ReadTaskIDs("/proc", "self")
+	if err != nil {
+		return
+	}
+	for _, tid := range tids {
+		unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+		unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+	}
+}
+
 // MaybeRun runs the hog and exits if EnvScript is set; otherwise it returns.
 // Call it first thing in main (or TestMain).
 func MaybeRun() {
@@ -185,6 +205,7 @@ func MaybeRun() {
 	if !ok {
 		return
 	}
+	resetNice()
 	var life *os.File
 	if fd, ok := os.LookupEnv(EnvLifeline); ok {
 		life = watchLifeline(fd)
@@ -332,6 +353,13 @@ func (h *hogState) run(steps []Step) error {
 			syscall.Syscall(syscall.SYS_EXIT, 0, 0, 0)
 		case "sleep":
 			time.Sleep(st.Dur)
+		case "await":
+			for {
+				if _, err := os.Stat(st.Path); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 		case "hold":
 			for { // a sleeping timer, not select{}: the runtime calls that a deadlock
 				time.Sleep(time.Hour)

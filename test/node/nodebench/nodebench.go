@@ -37,8 +37,12 @@ type Row struct {
 	Name string `json:"name"`
 	// Key orders rows and pairs them across tables: "evictd", "kubelet-polling", "kubelet-memcg".
 	Key string `json:"key"`
-	// Rate is the OOM row's ramp (bytes per second).
-	Rate int64 `json:"rate,omitempty"`
+	// Rate is the OOM row's paced ramp (bytes per second), Threads the
+	// number of threads of a ramp at full speed instead (Rate 0), and
+	// IgnoreTerm says the hog ignored SIGTERM.
+	Rate       int64 `json:"rate,omitempty"`
+	Threads    int   `json:"threads,omitempty"`
+	IgnoreTerm bool  `json:"ignoreTerm,omitempty"`
 	// Threshold and Headroom (bytes): the kubelet's memory.available hard
 	// threshold, and the distance from the crossing to the kubepods
 	// cgroup's limit, where the kernel OOM-kills.
@@ -71,7 +75,13 @@ type OOMTrial struct {
 	// Rate is the ramp's speed the harness's sampler saw just before the
 	// crossing (bytes per second), 0 when it saw too few samples.
 	Rate float64 `json:"rate"`
-	Err  string  `json:"err,omitempty"`
+	// Stopped: crossing → the kubepods cgroup's working set within 1 MiB
+	// of its peak for good (growth stopped: by evictd's stop, the hog's
+	// end, or the kernel's OOM kill at the limit); Empty: crossing → the
+	// pod's cgroup holds no process. 0 when not seen.
+	Stopped time.Duration `json:"stopped,omitempty"`
+	Empty   time.Duration `json:"empty,omitempty"`
+	Err     string        `json:"err,omitempty"`
 }
 
 // SyncWindow is evictd's own metrics over a window of an idle node.
@@ -146,13 +156,45 @@ func parseRows(r io.Reader) ([]Row, error) {
 
 // keyOrder is the rows' order in every table: evictd first, the baseline
 // of the ratios.
-var keyOrder = []string{"evictd", "kubelet-polling", "kubelet-memcg"}
+var keyOrder = []string{"evictd", "evictd-nostop", "kubelet-polling", "kubelet-memcg"}
 
 func byKey(a, b Row) int {
 	if d := slices.Index(keyOrder, a.Key) - slices.Index(keyOrder, b.Key); d != 0 {
 		return d
 	}
-	return int(a.Rate - b.Rate)
+	if d := int(b.Headroom>>20) - int(a.Headroom>>20); d != 0 {
+		return d // 256 MiB before 64 MiB
+	}
+	if d := rampOrder(a) - rampOrder(b); d != 0 {
+		return d
+	}
+	if a.IgnoreTerm != b.IgnoreTerm {
+		if a.IgnoreTerm {
+			return 1
+		}
+		return -1
+	}
+	return 0
+}
+
+// rampOrder puts paced ramps first (slowest first), then full-speed ones by
+// threads.
+func rampOrder(r Row) int {
+	if r.Threads > 0 {
+		return 1<<20 + r.Threads
+	}
+	return int(r.Rate >> 20)
+}
+
+// RampName is an OOM row's ramp as the tables name it.
+func (r Row) RampName() string {
+	switch {
+	case r.Threads == 1:
+		return "1 thread, full speed"
+	case r.Threads > 1:
+		return fmt.Sprintf("%d threads, full speed", r.Threads)
+	}
+	return rateString(float64(r.Rate))
 }
 
 // Percentile is the nearest-rank percentile (p in 0–100) of d: with fewer
@@ -257,75 +299,54 @@ func evictedBy(by map[string]int) string {
 }
 
 func printOOM(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "Kernel OOM kills at memory ramps, %d MiB of headroom between the eviction threshold and the kubepods limit\n", rows[0].Headroom>>20)
-	// One line per ramp rate, one column group per configuration.
-	var rates []int64
-	var keys []string
-	names := map[string]string{}
-	cell := map[string]Row{}
-	for _, r := range rows {
-		if !slices.Contains(rates, r.Rate) {
-			rates = append(rates, r.Rate)
-		}
-		if !slices.Contains(keys, r.Key) {
-			keys = append(keys, r.Key)
-			names[r.Key] = r.Name
-		}
-		cell[fmt.Sprint(r.Key, r.Rate)] = r
-	}
-	slices.Sort(rates)
+	fmt.Fprintln(w, "Kernel OOM kills at memory ramps past the kubepods limit; headroom = the distance from the eviction threshold to that limit")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "ramp\t")
-	for _, k := range keys {
-		fmt.Fprintf(tw, "%s:\ttrials\tOOM kills\ttrials with one\tevictions\t", names[k])
-	}
-	fmt.Fprintln(tw, "seen ramp (median)\t")
-	for _, rate := range rates {
-		fmt.Fprintf(tw, "%s\t", rateString(float64(rate)))
+	fmt.Fprintln(tw, "configuration	headroom	ramp	seen ramp	SIGTERM	trials	trials with an OOM kill	OOM kills	growth stopped p50	p99	cgroup empty p50	p99	evicted by	failed	load (start → end)	")
+	for _, r := range rows {
+		n, kills, with, failed := 0, 0, 0, 0
 		var seen []float64
-		for _, k := range keys {
-			r, ok := cell[fmt.Sprint(k, rate)]
-			if !ok {
-				fmt.Fprint(tw, "\t—\t—\t—\t—\t")
+		var stopped, empty []time.Duration
+		by := map[string]int{}
+		for _, t := range r.OOM {
+			if t.Err != "" {
+				failed++
 				continue
 			}
-			n, kills, with, ev := 0, 0, 0, 0
-			for _, t := range r.OOM {
-				if t.Err != "" {
-					continue
-				}
-				n++
-				kills += t.OOMKills
-				if t.OOMKills > 0 {
-					with++
-				}
-				if t.Evicted {
-					ev++
-				}
-				if t.Rate > 0 {
-					seen = append(seen, t.Rate)
-				}
+			n++
+			kills += t.OOMKills
+			if t.OOMKills > 0 {
+				with++
 			}
-			fmt.Fprintf(tw, "\t%d\t%d\t%d/%d\t%d/%d\t", n, kills, with, n, ev, n)
+			if t.Evicted {
+				by[t.EvictedBy]++
+			}
+			if t.Rate > 0 {
+				seen = append(seen, t.Rate)
+			}
+			if t.Stopped > 0 {
+				stopped = append(stopped, t.Stopped)
+			}
+			if t.Empty > 0 {
+				empty = append(empty, t.Empty)
+			}
 		}
 		slices.Sort(seen)
-		s := "—"
+		sr := "—"
 		if len(seen) > 0 {
-			s = rateString(seen[len(seen)/2])
+			sr = rateString(seen[len(seen)/2])
 		}
-		fmt.Fprintf(tw, "%s\t\n", s)
+		term := "obeyed"
+		if r.IgnoreTerm {
+			term = "ignored"
+		}
+		fmt.Fprintf(tw, "%s\t%d MiB\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\t\n", r.Name, r.Headroom>>20, r.RampName(), sr, term,
+			n, with, n, kills, msecs(Percentile(stopped, 50)), msecs(Percentile(stopped, 99)), secs(Percentile(empty, 50)), secs(Percentile(empty, 99)),
+			evictedBy(by), failed, r.Load[0], r.Load[1])
 	}
 	tw.Flush()
-	for _, k := range keys {
-		var loads []string
-		for _, rate := range rates {
-			if r, ok := cell[fmt.Sprint(k, rate)]; ok {
-				loads = append(loads, r.Load[0]+" → "+r.Load[1])
-			}
-		}
-		fmt.Fprintf(w, "load (%s): %s\n", names[k], strings.Join(loads, "; "))
-	}
-	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler.")
+	fmt.Fprintln(w, "OOM kills: oom-kill records of the kernel log charged to the kubepods cgroup (its limit or a pod's).")
+	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler (every 0.25 ms).")
+	fmt.Fprintln(w, "growth stopped: crossing → the kubepods working set within 1 MiB of its peak for good; cgroup empty: crossing → the pod's cgroup holds no process.")
 	fmt.Fprintln(w)
 }
 

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/workload/hog"
@@ -104,4 +107,22 @@ func CountFDs(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// WaitIgnoresTerm waits until pid ignores SIGTERM (the SigIgn mask of
+// /proc/PID/status): a hog scripted "ignore-term" installs it only after it
+// joined its cgroups, and a SIGTERM before that would end it.
+func WaitIgnoresTerm(t testing.TB, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<(uint(syscall.SIGTERM)-1)) != 0 {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("process %d never ignored SIGTERM", pid)
 }

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/workload/hog"
+	"github.com/evictd/evictd/internal/workload/sandbox"
+)
+
+// The OOM-avoidance matrix (-oom): a hog runs past the sandbox's limit with
+// a hard threshold at <headroom> available, across ramps (a paced rate, and
+// one or two threads touching memory at the machine's full speed), SIGTERM
+// obeyed or ignored, two headrooms, and evictd with its growth stop on and
+// off. Each trial samples the sandbox's usage every -watch to find the
+// crossing, when growth stopped and when the workload was gone, and reads
+// the kernel log for oom-kill records naming the sandbox.
+
+// oomCell is one cell of the matrix.
+type oomCell struct {
+	Ramp     string `json:"ramp"` // "500Mi/s", "1 thread", "2 threads"
+	Term     bool   `json:"term"` // SIGTERM obeyed (else ignored)
+	Headroom int64  `json:"headroom"`
+	Stop     bool   `json:"stop"` // evictd's growth stop on
+}
+
+// oomTrial is one trial's outcome. Durations are from the crossing.
+type oomTrial struct {
+	OOM     bool          `json:"oom"`     // any kernel OOM kill in the sandbox (counters or the kernel log)
+	Stopped time.Duration `json:"stopped"` // growth stopped: the usage reached its peak (within 1 MiB) for good
+	Empty   time.Duration `json:"empty"`   // the workload's cgroup was empty
+	By      string        `json:"by"`      // evictd, kernel, itself
+	Rate    float64       `json:"rate"`    // bytes/s the hog allocated before the crossing
+	Peak    int64         `json:"peak"`    // bytes above the crossing at the peak
+	// Wake is crossing → the trigger of the deciding synchronize, Agent
+	// that trigger → the stop in force (the agent's own work; 0 without a
+	// stop), Source the trigger.
+	Wake   time.Duration `json:"wake"`
+	Agent  time.Duration `json:"agent"`
+	Source string        `json:"source"`
+}
+
+// oomResult is a cell's trials, as printed (and sent from the VM).
+type oomResult struct {
+	Cell   oomCell    `json:"cell"`
+	Where  string     `json:"where"`
+	Load   string     `json:"load"`
+	Limit  int64      `json:"limit"`
+	Trials []oomTrial `json:"trials"`
+	Failed int        `json:"failed"`
+}
+
+// stopSlack is how close to its peak the usage counts as stopped: the last
+// page faults in flight when the limit was written, and the v2 throttle's
+// first allowance above memory.high.
+const stopSlack = 1 << 20
+
+// oomCells is the matrix the flags ask for.
+func oomCells(ramps, terms, headrooms, stops string, scale float64) ([]oomCell, error) {
+	sc := func(b int64) int64 { return int64(float64(b)*scale) &^ (1<<20 - 1) }
+	var cells []oomCell
+	for _, st := range strings.Split(stops, ",") {
+		for _, r := range strings.Split(ramps, ",") {
+			for _, tm := range strings.Split(terms, ",") {
+				for _, h := range strings.Split(headrooms, ",") {
+					mi, err := strconv.Atoi(strings.TrimSuffix(h, "Mi"))
+					if err != nil || mi <= 0 {
+						return nil, fmt.Errorf("-oom-headroom %q: want mebibytes, e.g. 256Mi", h)
+					}
+					c := oomCell{Ramp: r, Term: tm == "obeyed", Headroom: sc(int64(mi) << 20), Stop: st == "on"}
+					if tm != "obeyed" && tm != "ignored" {
+						return nil, fmt.Errorf("-oom-sigterm %q: want obeyed or ignored", tm)
+					}
+					if st != "on" && st != "off" {
+						return nil, fmt.Errorf("-oom-stop %q: want on or off", st)
+					}
+					if _, err := rampScript(r, 1, scale); err != nil {
+						return nil, err
+					}
+					cells = append(cells, c)
+				}
+			}
+		}
+	}
+	return cells, nil
+}
+
+// rampScript is the hog's allocation for a ramp: "N thread(s)" at full
+// speed, or a paced "RATE/s" (scaled).
+func rampScript(ramp string, peak int64, scale float64) (string, error) {
+	if n, ok := strings.CutSuffix(ramp, " threads"); ok || strings.HasSuffix(ramp, " thread") {
+		n = strings.TrimSuffix(n, " thread")
+		t, err := strconv.Atoi(n)
+		if err != nil || t < 1 {
+			return "", fmt.Errorf("-oom-ramps %q: want N threads or RATE/s", ramp)
+		}
+		return fmt.Sprintf("threads %d; alloc %s", t, q(peak)), nil
+	}
+	rate, ok := strings.CutSuffix(ramp, "Mi/s")
+	mi, err := strconv.Atoi(rate)
+	if !ok || err != nil || mi <= 0 {
+		return "", fmt.Errorf("-oom-ramps %q: want N threads or RATE/s in Mi/s", ramp)
+	}
+	return fmt.Sprintf("ramp %s %s", q(peak), q(int64(float64(int64(mi)<<20)*scale)&^(1<<20-1))), nil
+}
+
+func (t trialer) runOOMMatrix(cells []oomCell, trials int, scale float64) []oomResult {
+	limitB := int64(float64(512<<20)*scale) &^ (1<<20 - 1)
+	var out []oomResult
+	for _, c := range cells {
+		r := oomResult{Cell: c, Where: t.where, Limit: limitB}
+		before := loadavg()
+		for i := range trials {
+			tr, err := t.oomTrial(c, i, limitB, scale)
+			if err != nil {
+				r.Failed++
+				fmt.Fprintf(os.Stderr, "  %s trial %d: %v\n", c.name(), i, err)
+				continue
+			}
+			r.Trials = append(r.Trials, tr)
+		}
+		r.Load = before + " → " + loadavg()
+		out = append(out, r)
+		fmt.Fprintf(os.Stderr, "latency: %s: %d trials, %d with a kernel OOM kill\n", c.name(), len(r.Trials), r.oomTrials())
+	}
+	return out
+}
+
+func (c oomCell) name() string {
+	term := "SIGTERM ignored"
+	if c.Term {
+		term = "SIGTERM obeyed"
+	}
+	return fmt.Sprintf("%s, %s, %s, %s headroom", c.variant(), c.Ramp, term, q(c.Headroom))
+}
+
+func (c oomCell) variant() string {
+	if c.Stop {
+		return "evictd"
+	}
+	return "evictd, stop off"
+}
+
+func (r oomResult) oomTrials() int {
+	n := 0
+	for _, t := range r.Trials {
+		if t.OOM {
+			n++
+		}
+	}
+	return n
+}
+
+// usageSample is one read of the sandbox's usage.
+type usageSample struct {
+	at    time.Time
+	bytes int64
+}
+
+func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTrial, error) {
+	sb, err := sandbox.New(fmt.Sprintf("/evictd-bench-oom-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)), limitB)
+	if err != nil {
+		return oomTrial{}, err
+	}
+	defer sb.Close()
+	ch, err := sb.Child("hog")
+	if err != nil {
+		return oomTrial{}, err
+	}
+	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": q(c.Headroom)}})
+	if err != nil {
+		return oomTrial{}, err
+	}
+	psi := agent.Off
+	if t.mode == sandbox.V2 {
+		psi = agent.On // as evictd runs by default on v2
+	}
+	recs := make(chan agent.Record, 16)
+	var logs lockedBuffer
+	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, NoGrowthStop: !c.Stop,
+		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On,
+		OnRecord: func(r agent.Record) {
+			for _, a := range r.Actions {
+				if a.Kind == "evict" {
+					select {
+					case recs <- r:
+					default:
+					}
+				}
+			}
+		}})
+	if err != nil {
+		return oomTrial{}, err
+	}
+	kmsg := openKmsg()
+	if kmsg != nil {
+		defer kmsg.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	agentDone := make(chan struct{})
+	go func() { h.Run(ctx); close(agentDone) }()
+	defer func() { cancel(); <-agentDone }()
+	alloc, err := rampScript(c.Ramp, 4*limitB, scale)
+	if err != nil {
+		return oomTrial{}, err
+	}
+	script := "sleep 300ms; " + alloc + "; hold"
+	if !c.Term {
+		script = "ignore-term; " + script
+	}
+	cmd := hog.Command(t.exe, script, ch.Dirs()...)
+	var hogErr lockedBuffer
+	cmd.Stderr = &hogErr
+	if err := cmd.Start(); err != nil {
+		return oomTrial{}, err
+	}
+	var exited time.Time
+	hogDone := make(chan struct{})
+	go func() { cmd.Wait(); exited = time.Now(); close(hogDone) }()
+	defer func() { cmd.Process.Kill(); <-hogDone }()
+	samples := sampleUsage(sb, t.watchEvery, t.fifo, hogDone, 30*time.Second)
+	<-hogDone
+	var rec *agent.Record
+	select {
+	case r := <-recs:
+		rec = &r
+	case <-time.After(2 * time.Second): // the record follows the kill
+	}
+	cross := limitB - c.Headroom
+	tr := oomTrial{}
+	o, _ := sb.OOM()
+	tr.OOM = o.Kills > 0 || kmsgOOMKills(kmsg, sb.Parent.Rel) > 0
+	ci := -1
+	var peak int64
+	for k, s := range samples {
+		if ci < 0 && s.bytes >= cross {
+			ci = k
+		}
+		peak = max(peak, s.bytes)
+	}
+	if ci < 0 {
+		return oomTrial{}, fmt.Errorf("the hog never crossed the threshold (peak %s; it said %q; agent: %s)", q(peak), hogErr.String(), logs.String())
+	}
+	crossT := samples[ci].at
+	for _, s := range samples[ci:] {
+		if s.bytes >= peak-stopSlack {
+			tr.Stopped = s.at.Sub(crossT)
+			break
+		}
+	}
+	tr.Empty = exited.Sub(crossT)
+	tr.Peak = peak - cross
+	if first := firstRise(samples); first >= 0 && ci > first {
+		if d := samples[ci].at.Sub(samples[first].at); d > 0 {
+			tr.Rate = float64(samples[ci].bytes-samples[first].bytes) / d.Seconds()
+		}
+	}
+	if rec != nil {
+		tr.Wake = rec.Trigger.At.Sub(crossT)
+		tr.Source = rec.Trigger.Reason
+		if rec.Trigger.Source != "" {
+			tr.Source, _, _ = strings.Cut(rec.Trigger.Source, " ")
+		}
+		for _, a := range rec.Actions {
+			if a.Stop != nil && a.Stop.Error == "" {
+				tr.Agent = a.Stop.AfterTrigger
+			}
+		}
+	}
+	switch {
+	case tr.OOM:
+		tr.By = "kernel"
+	case rec != nil:
+		tr.By = "evictd"
+	default:
+		tr.By = "itself"
+	}
+	return tr, nil
+}
+
+// firstRise is the first sample above the sandbox's idle usage (the hog's
+// first allocation), -1 if none.
+func firstRise(ss []usageSample) int {
+	if len(ss) == 0 {
+		return -1
+	}
+	for k, s := range ss {
+		if s.bytes > ss[0].bytes+4<<20 {
+			return k
+		}
+	}
+	return -1
+}
+
+// sampleUsage reads the sandbox's usage every `every` until done closes
+// (and a little after, to see it fall) or limit passes, on its own thread
+// (at real-time priority with fifo: the VM's single emulated CPU).
+func sampleUsage(sb *sandbox.Sandbox, every time.Duration, fifo bool, done <-chan struct{}, limit time.Duration) []usageSample {
+	file := filepath.Join(sb.Parent.Memory, "memory.usage_in_bytes")
+	if sb.Mode == sandbox.V2 {
+		file = filepath.Join(sb.Parent.Memory, "memory.current")
+	}
+	out := make(chan []usageSample)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if fifo {
+			if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "latency: sampler at real-time priority:", err)
+			}
+		}
+		ss := make([]usageSample, 0, 1<<16)
+		f, err := os.Open(file)
+		if err != nil {
+			out <- ss
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 64)
+		ts := unix.NsecToTimespec(every.Nanoseconds())
+		end := time.Now().Add(limit)
+		var after time.Time
+		for time.Now().Before(end) {
+			select {
+			case <-done:
+				if after.IsZero() {
+					after = time.Now().Add(20 * time.Millisecond)
+				}
+			default:
+			}
+			if !after.IsZero() && time.Now().After(after) {
+				break
+			}
+			if n, err := unix.Pread(int(f.Fd()), buf, 0); err == nil {
+				if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil {
+					ss = append(ss, usageSample{time.Now(), v})
+				}
+			}
+			unix.Nanosleep(&ts, nil)
+		}
+		out <- ss
+	}()
+	return <-out
+}
+
+// openKmsg opens the kernel log positioned at its end, so that the trial
+// reads only what the kernel logs from now on (nil where it cannot be read:
+// the counters still say whether an OOM kill happened).
+func openKmsg() *os.File {
+	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	if _, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_END); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// kmsgOOMKills counts the kernel log's oom-kill records since openKmsg that
+// name the sandbox (its memcg as the OOM's scope or as the victim's).
+func kmsgOOMKills(f *os.File, rel string) int {
+	if f == nil {
+		return 0
+	}
+	n := 0
+	buf := make([]byte, 8192)
+	for {
+		k, err := unix.Read(int(f.Fd()), buf)
+		if errors.Is(err, unix.EPIPE) {
+			continue // records were overwritten: go on with the next
+		}
+		if err != nil || k <= 0 {
+			return n
+		}
+		line := string(buf[:k])
+		if strings.Contains(line, "oom-kill:") && strings.Contains(line, rel) {
+			n++
+		}
+	}
+}
+
+func printOOMMatrix(rs []oomResult, trials int) {
+	fmt.Printf("OOM avoidance: a hog runs past its sandbox's limit with a hard threshold at <headroom> available; %d trials per cell (%s)\n",
+		trials, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\twhere\tramp\tmeasured\tSIGTERM\theadroom\tOOM kill\tstopped p50\tstopped p99\tover\tempty p50\tempty p99\tby evictd\tby kernel\twake p50/p99\tagent p50/p99\tfailed\tload avg\t")
+	for _, r := range rs {
+		c := r.Cell
+		term := "ignored"
+		if c.Term {
+			term = "obeyed"
+		}
+		var stopped, empty, wake, agentT []time.Duration
+		var rates []float64
+		var over int64
+		by := map[string]int{}
+		for _, t := range r.Trials {
+			stopped = append(stopped, t.Stopped)
+			if t.By == "evictd" {
+				wake = append(wake, max(0, t.Wake))
+				agentT = append(agentT, t.Agent)
+			}
+			empty = append(empty, t.Empty)
+			rates = append(rates, t.Rate)
+			over = max(over, t.Peak)
+			by[t.By]++
+		}
+		for _, d := range [][]time.Duration{stopped, wake, agentT} {
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		}
+		sort.Slice(empty, func(i, j int) bool { return empty[i] < empty[j] })
+		sort.Float64s(rates)
+		where := "host"
+		if strings.HasPrefix(r.Where, "qemu") {
+			where = "VM"
+		}
+		rate := "-"
+		if len(rates) > 0 {
+			rate = fmt.Sprintf("%.1f GiB/s", rates[len(rates)/2]/(1<<30))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s / %s\t%s / %s\t%d\t%s\t\n", c.variant(), where, c.Ramp, rate, term, q(c.Headroom),
+			r.oomTrials(), len(r.Trials), ms(pct(stopped, 50)), ms(pct(stopped, 99)), mib(over), ms(pct(empty, 50)), ms(pct(empty, 99)),
+			by["evictd"], by["kernel"], ms(pct(wake, 50)), ms(pct(wake, 99)), ms(pct(agentT, 50)), ms(pct(agentT, 99)), r.Failed, r.Load)
+	}
+	tw.Flush()
+	fmt.Println("OOM kill = trials with any kernel OOM kill in the sandbox (its counters or an oom-kill record naming it in the kernel log);")
+	fmt.Println("stopped = crossing → the sandbox's usage within 1 MiB of its peak for good (with an OOM kill: the kill at the limit);")
+	fmt.Println("over = the highest peak above the crossing; empty = crossing → the hog gone (1 s hard-eviction grace; SIGTERM obeyed ends it at once).")
+	fmt.Println("measured = the hog's median allocation rate before the crossing; ramps of N threads touch memory at full speed.")
+	fmt.Println("wake = crossing → the deciding synchronize's trigger (the kernel wake-up); agent = that trigger → the stop in force.")
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if !seen[r.Where] {
+			seen[r.Where] = true
+			fmt.Printf("  %s\n", r.Where)
+		}
+	}
+	for _, r := range rs {
+		if strings.HasPrefix(r.Where, "qemu") {
+			fmt.Println("The VM rows are scaled by 0.5 (sandbox, headroom, peak, paced rates) to fit the guest, and run under software")
+			fmt.Println("emulation: the hog's page faults are slowed with evictd, so their rates are what the table measures.")
+			break
+		}
+	}
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
