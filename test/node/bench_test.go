@@ -29,12 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/test/node"
 	"github.com/evictd/evictd/test/node/nodebench"
@@ -773,7 +773,8 @@ const hostRounds = 50
 // hostSynchronize is the host benchmark's figure on this node now: the work
 // internal/kube's BenchmarkKubeSynchronize measures (kube.Stats' Summary
 // from the pod cgroups under kubepods, named from the pods, and the
-// engine's Step on it, the kubelet's default thresholds, no disk source),
+// engine's Step on it, with the node kubelet's own thresholds as the
+// DaemonSet's, no disk source),
 // on this node's real pods as the API lists them (the informer's view),
 // done rounds times in the benchmark's own process: the same synchronize
 // outside evictd's pod, in the same run, to put beside the DaemonSet's.
@@ -788,21 +789,25 @@ func (e *benchEnv) hostSynchronize(b *testing.B, rounds int) (time.Duration, int
 			pods = append(pods, &l.Items[i])
 		}
 	}
+	// The node's own kubelet configuration, as the DaemonSet reads it.
+	kc, err := kubeletconfig.Read(kubeletconfig.Source{File: filepath.Join(e.c.Dir, "kubelet.yaml")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc, err := policy.ConfigFromKubelet(kc.Kubelet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := policy.NewEngine(pc, policy.Filesystems{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	st := &kube.Stats{Pods: podList(pods), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if _, err := st.NewCollector(collect.Config{KubeletRoot: e.c.KubeletRoot, PodLogsRoot: e.c.PodLogs}); err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := policy.NewEngine(cfg, policy.Filesystems{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	now := time.Now()
-	start := time.Now()
+	ctx, now := context.Background(), time.Now()
+	start := now
 	for range rounds {
 		sum, err := st.Summary(ctx)
 		if err != nil {
