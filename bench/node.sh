@@ -22,6 +22,7 @@
 # Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s HEADROOMS="256 64", ≈ 2 h
 #        TRIALS=5 OOM_TRIALS=2 WINDOW=30s HEADROOMS=64 bench/node.sh   (quick, ≈ 25 min)
 #   OOM_RAMPS="500Mi/s,1 thread,2 threads" and OOM_SIGTERM="obeyed,ignored" pick the OOM cells.
+#   SYNC_PODS=250 fills the node to 250 pods (maxPods 250) in the synchronize row instead of 110.
 #   NODES="memcg polling" (default; the 110 pods last) picks the node configurations; BENCH=/evictd
 #   (a -bench suffix) picks sub-benchmarks of BenchmarkNode, e.g. BENCH=/evictd/sync.
 # Needs root and the node tier's lock: run it as
@@ -48,6 +49,8 @@ if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
 	trials=${TRIALS:-1} oom_trials=${OOM_TRIALS:-1} window=${WINDOW:-10s} nodes=${NODES:-polling} headrooms=${HEADROOMS:-256}
 	sync_pods=${SYNC_PODS:-10} oom_ramps=${OOM_RAMPS:-500Mi/s} oom_sigterm=${OOM_SIGTERM:-obeyed}
 fi
+# The node's maxPods: the kubelet's default 110, or more for SYNC_PODS=250.
+max_pods=$((sync_pods > 110 ? sync_pods : 110))
 if [ "${EVICTD_NODE_LOCKED:-}" != 1 ]; then
 	exec 9>/tmp/evictd-node.lock
 	echo "bench/node.sh: waiting for /tmp/evictd-node.lock" >&2
@@ -74,7 +77,7 @@ for h in $headrooms; do
 		echo "== node: memory.available<${h}Mi, kubelet kernelMemcgNotification=$memcg ($(date -u +%H:%M:%S) UTC)" >&2
 		# The test binary brings the node up and down itself (test/node's
 		# TestMain, with its no-traffic and leave-nothing checks).
-		EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=$h EVICTD_NODE_MAX_PODS=110 EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
+		EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=$h EVICTD_NODE_MAX_PODS=$max_pods EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
 			EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window EVICTD_BENCH_NODE_SYNC_PODS=$sync_pods \
 			EVICTD_BENCH_NODE_OOM_RAMPS=$oom_ramps EVICTD_BENCH_NODE_OOM_SIGTERM=$oom_sigterm \
 			go test -count=1 -p 1 -timeout 180m -run '^$' -bench "^BenchmarkNode\$${bench}" -benchtime 1x ./test/node/ >&2
