@@ -20,6 +20,7 @@
 # rows run at the first headroom only.
 #
 # Usage: bench/node.sh            TRIALS=30 OOM_TRIALS=10 WINDOW=120s HEADROOMS="256 64", ≈ 2 h
+#        bench/node.sh NODE=v2   the cgroup v2 node in its VM (bench/node-v2.sh)
 #        TRIALS=5 OOM_TRIALS=2 WINDOW=30s HEADROOMS=64 bench/node.sh   (quick, ≈ 25 min)
 #   OOM_RAMPS="500Mi/s,1 thread,2 threads" and OOM_SIGTERM="obeyed,ignored" pick the OOM cells.
 #   SYNC_PODS=250 fills the node to 250 pods (maxPods 250) in the synchronize row instead of 110.
@@ -32,6 +33,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/toolchain.sh
+# NODE=v2 (as an argument or in the environment): the cgroup v2 node in its
+# VM, bench/node-v2.sh.
+for a in "$@"; do case $a in NODE=*) NODE=${a#NODE=} ;; esac; done
+if [ "${NODE:-v1}" = v2 ]; then exec bench/node-v2.sh; fi
 [ "$(id -u)" = 0 ] || { echo "bench/node.sh: needs root (a Kubernetes node, cgroups, /dev/kmsg)" >&2; exit 1; }
 trials=${TRIALS:-30}
 oom_trials=${OOM_TRIALS:-10}

@@ -21,4 +21,5 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 fi
 trap '[ -z "$policy" ] || rm -f /usr/sbin/policy-rc.d' EXIT
 apt-get update -qq >&2
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# Another apt (another checkout's tier) may hold the lock: wait for it.
+DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends "${missing[@]}" >&2

@@ -54,9 +54,10 @@ chain_out=EVICTD-NODE-OUT
 chain_fwd=EVICTD-NODE-FWD
 # Where the tests send their one canary packet (TEST-NET-3, RFC 5737).
 canary=203.0.113.7
-# sysctls the cluster may change (the kubelet's kernel tunables, forwarding):
-# recorded before a run and restored by teardown.
-sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory vm.panic_on_oom
+# sysctls the cluster may change (the kubelet's kernel tunables, forwarding,
+# and the huge page pool TestSummaryWithHugePages reserves, in case its own
+# cleanup never ran): recorded before a run and restored by teardown.
+sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding vm.overcommit_memory vm.panic_on_oom vm.nr_hugepages
 	kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes
 	net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables)
 # Directories the kubelet, containerd and CNI write outside the work
@@ -89,16 +90,24 @@ deps() {
 
 bins() { scripts/node-bins.sh; }
 
-# The images, as OCI archives: pause, work (busybox + hog) and evictd built
-# from this tree. Static binaries, rebuilt from Go's cache in seconds.
+# The images, as OCI archives, made by tools/image (the project's one way
+# of making images): pause and work (busybox + hog) for this machine's
+# platform, and evictd as `make image` builds its release image (linux/amd64
+# and linux/arm64 in one index, version stamped from git; the node imports
+# its own platform). Static binaries, rebuilt from Go's cache in seconds;
+# images/bin/evictd is the amd64 binary in the image, for the tests that run
+# evictd on the host.
 build_images() {
-	local b=$images/bin
+	local b=$images/bin t
 	mkdir -p "$b"
-	CGO_ENABLED=0 go build -trimpath -o "$b/" ./test/node/cmd/pause ./test/node/cmd/hog ./test/node/cmd/mkimage ./cmd/evictd
-	"$b/mkimage" -o "$images/pause.tar" -name evictd.local/pause:node -entrypoint /pause -file "$b/pause:/pause"
-	"$b/mkimage" -o "$images/work.tar" -name evictd.local/work:node -entrypoint /hog \
-		-busybox "$cache/busybox/bin/busybox" -file "$b/hog:/hog"
-	"$b/mkimage" -o "$images/evictd.tar" -name evictd.local/evictd:node -entrypoint /evictd -file "$b/evictd:/evictd"
+	CGO_ENABLED=0 go build -trimpath -o "$b/" ./test/node/cmd/pause ./test/node/cmd/hog
+	t=$(scripts/image.sh tool)
+	"$t" build -o "$images/pause.tar" -name evictd.local/pause:node -entrypoint /pause -platform "linux/amd64=$b/pause" >/dev/null
+	"$t" build -o "$images/work.tar" -name evictd.local/work:node -entrypoint /hog -platform "linux/amd64=$b/hog" \
+		-busybox "linux/amd64=$cache/busybox/bin/busybox" >/dev/null
+	scripts/image.sh build evictd.local/evictd:node >&2
+	cp "$root/.cache/image/evictd.tar" "$images/evictd.tar"
+	cp "$root/.cache/image/bin/linux-amd64/evictd" "$b/evictd"
 }
 
 # ---- up ---------------------------------------------------------------------
@@ -168,13 +177,16 @@ pki() {
 			-extfile "$ext" -out "$p/$1.crt" 2>/dev/null
 		rm -f "$p/$1.csr" "$ext"
 	}
-	cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" serverAuth
-	cert kubelet-serving /CN=127.0.0.1 "IP:127.0.0.1,DNS:localhost" serverAuth
+	# The node's name and address: 127.0.0.1 here; scripts/node-v2.sh (the
+	# VM's node, which sources this file) sets its own.
+	local name=${node_name:-127.0.0.1} sans=${node_sans:-}
+	cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc$sans" serverAuth
+	cert kubelet-serving "/CN=$name" "IP:127.0.0.1,DNS:localhost$sans" serverAuth
 	cert admin "/O=system:masters/CN=evictd-node-admin" "" clientAuth
 	cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "" clientAuth
 	cert controller-manager /CN=system:kube-controller-manager "" clientAuth
 	cert scheduler /CN=system:kube-scheduler "" clientAuth
-	cert node "/O=system:nodes/CN=system:node:127.0.0.1" "" clientAuth
+	cert node "/O=system:nodes/CN=system:node:$name" "" clientAuth
 	openssl ecparam -name prime256v1 -genkey -noout -out "$p/sa.key" 2>/dev/null
 	openssl ec -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
 }
@@ -323,10 +335,19 @@ resolvConf: ""
 # lookup fails at once and no packet leaves loopback.
 clusterDNS: [127.0.0.1]
 clusterDomain: cluster.local
-maxPods: $max_pods
 kernelMemcgNotification: $memcg_notification
 systemReserved:
   memory: ${reserved_mi}Mi
+EOF
+	kubelet_node_yaml >>"$dir/kubelet.yaml"
+}
+
+# kubelet_node_yaml: the kubelet settings both nodes share (scripts/node-v2.sh
+# puts them on the VM node's run disk): pods, the pods' allocatable
+# enforced, the memory.available hard threshold, image GC off.
+kubelet_node_yaml() {
+	cat <<EOF
+maxPods: $max_pods
 enforceNodeAllocatable: [pods]
 evictionHard:
   memory.available: ${threshold_mi}Mi
@@ -801,12 +822,17 @@ tier() {
 	t0=$(date +%s)
 	deps
 	bins >/dev/null
+	scripts/tool-bins.sh helm >/dev/null
+	scripts/tool-bins.sh prometheus >/dev/null
 	build_images
 	t1=$(date +%s)
 	log "binaries and images ready in $((t1 - t0)) s"
 	local rc=0
 	lock
-	EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
+	# helm and Prometheus for the Helm install and the real Prometheus
+	# (test/node/ops_test.go), built from the module proxy and cached.
+	EVICTD_HELM=$(scripts/tool-bins.sh helm) EVICTD_PROMETHEUS=$(scripts/tool-bins.sh prometheus) \
+		EVICTD_NODE_LOCKED=1 EVICTD_TEST_NODE=1 go test -count=1 -p 1 -v -timeout 20m ./test/node/ || rc=$?
 	# The tests tear the node down themselves; this catches a killed run.
 	EVICTD_NODE_LOCKED=1 down_all
 	check || rc=1
@@ -814,6 +840,9 @@ tier() {
 	log "tests, up and down in $((t2 - t1)) s"
 	return $rc
 }
+
+# scripts/node-v2.sh sources this file for its steps (deps, images, PKI).
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 case "${1:-}" in
 deps) deps ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README: "make test"; CI: .ci/run).
-# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|node|bench|fuzz]
+# Usage: scripts/test.sh [all|unit|vm|parity|apiserver|ops|node|node-v2|bench|fuzz]
 # It installs what the tests need on first use and caches it, so it works on a
 # fresh machine that has only Go, and is quick on the second run.
 # `all` runs every tier, each in a process of its own, whether or not an
@@ -127,9 +127,23 @@ apiserver() {
 	EVICTD_TEST_APISERVER=1 EVICTD_K8S_BIN=$bin go test -p 1 -count=1 -run 'RunKube|SelftestKube' ./cmd/evictd/
 }
 
+# The release and what operators run it with: the Helm chart (helm lint,
+# helm template), the alert rules (promtool), the image (scripts/test-ops.sh).
+ops() {
+	step "release and operations: the chart, the alert rules, the image"
+	scripts/test-ops.sh
+}
+
 node() {
 	step "a real single-node Kubernetes v1.37.2 cluster"
 	scripts/node.sh test
+}
+
+# The same node on cgroup v2 with the systemd driver, in a qemu VM (Debian,
+# systemd as PID 1): scripts/node-v2.sh, docs/testing.md.
+node_v2() {
+	step "a real single-node Kubernetes v1.37.2 cluster on cgroup v2 (systemd driver), in a VM"
+	scripts/node-v2.sh test
 }
 
 # Every benchmark script of bench/ once, in its quick mode (bench/run.sh
@@ -141,7 +155,7 @@ bench() {
 }
 
 # The tiers `all` runs, fastest first.
-tiers=(unit vm parity apiserver node bench)
+tiers=(unit vm parity apiserver ops node node-v2 bench)
 
 all() {
 	local t t0 start=$SECONDS failed=() lines=()
@@ -167,7 +181,9 @@ fuzz) fuzz ;;
 vm) vm ;;
 parity) parity ;;
 apiserver) apiserver ;;
+ops) ops ;;
 node) node ;;
+node-v2) node_v2 ;;
 bench) bench ;;
-*) echo "usage: $0 [all|unit|vm|parity|apiserver|node|bench|fuzz]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|unit|vm|parity|apiserver|ops|node|node-v2|bench|fuzz]" >&2; exit 2 ;;
 esac

@@ -50,6 +50,19 @@ When node-level reclaim (container/image GC) would run first, explain assumes
 it frees nothing and shows the eviction that follows; use "evictd simulate"
 with afterReclaim to model what GC frees.
 
+With --cluster, every node of the cluster (or those -l selects) is explained
+through the API server in one table: its nearest threshold, trend, first pod
+to go and evictd agent ("evictd explain --cluster --help"; also "kubectl
+evictd").
+
+The node's memory is shown two ways side by side: the kubelet's
+memory.available (capacity − the root cgroup's working set, which counts
+active page cache) and the kernel's MemAvailable from /proc/meminfo (--live
+reads it; --meminfo FILE gives a saved copy), with the free swap. --profile
+(default kubelet) explains the decision of a profile beyond the kubelet
+(docs/profile.md): memavailable decides on MemAvailable, swap-aware counts free
+swap and swap use, and so on.
+
 With --live, the stats are this node's, read now the way "evictd stat
 --summary" reads them; the pods still come from --pods (kubectl get pods
 --field-selector spec.nodeName=NODE -o json) or, on a host without
@@ -60,13 +73,19 @@ Example:
   evictd explain --config /var/lib/kubelet/config.yaml --summary summary.json --pods pods.json
   evictd explain --config configz.json --summary summary.json --pods pods.json
   evictd explain --config /etc/kubernetes/kubelet/config.json --config-dir /etc/kubernetes/kubelet/config.json.d --summary s.json --pods p.json
+  evictd explain --cluster -l node-role.kubernetes.io/worker=
   evictd explain --live --config /var/lib/kubelet/config.yaml --pods pods.json
   evictd explain --live --eviction-hard 'memory.available<1Gi' --workload-root /workloads --workloads workloads.yaml
   evictd explain --eviction-hard 'memory.available<500Mi' --summary s.json --pods p.json -o json
+  evictd explain --summary s.json --pods p.json --meminfo meminfo.txt --profile memavailable
 `
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]", explainHelp, stdout, stderr)
+	if clusterArg(args) {
+		return runExplainCluster("evictd explain", args, stdout, stderr) // explain_cluster.go
+	}
+	fs := newFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]\n       evictd explain --cluster [flags] [NODE...]", explainHelp, stdout, stderr)
+	fs.Bool("cluster", false, "explain every node of the cluster through the API server (see evictd explain --cluster --help)")
 	registerInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or the node's /configz dump (kubectl get --raw /api/v1/nodes/NODE/proxy/configz: the kubelet's configuration after its drop-ins and flags); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	configDir := registerConfigDirFlag(fs)
@@ -77,6 +96,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	out := fs.StringP("output", "o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
 	live := registerLiveFlags(fs)
+	profile := registerProfileFlag(fs)
+	meminfoPath := fs.String("meminfo", "", "a copy of the node's /proc/meminfo (cat /proc/meminfo > file): its MemAvailable is shown beside the kubelet's memory.available and used by --profile memavailable (--live reads this node's)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -100,6 +121,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	cfg.Profile = profile.p
 	warnKubeletConfig(stderr, "explain", kc)
 
 	var summary *statsv1alpha1.Summary
@@ -120,18 +142,22 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	} else if summary, err = load.SummaryFile(*summaryPath); err != nil {
 		return fail("%v", err)
 	}
+	host, err := explainMeminfo(*meminfoPath, *live.live, *live.procRoot)
+	if err != nil {
+		return fail("%v", err)
+	}
 	eng, err := policy.NewEngine(cfg, policy.Filesystems{DedicatedImageFs: *imageFs, SplitContainerFs: *splitFs})
 	if err != nil {
 		return fail("%v", err)
 	}
 	now := scenario.Start
-	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	d := eng.StepHost(now, policy.Input{Summary: summary, Pods: pods}, host)
 	reclaim := d.Reclaim
 	if d.ReclaimPending {
-		d = eng.Reclaimed(now, summary)
+		d = eng.ReclaimedHost(now, summary, host)
 		d.Notes = append(d.Notes, "node-level reclaim ("+strings.Join(reclaim, ", ")+") assumed to free nothing")
 	}
-	rep := explainReport{Config: kc.Describe(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d,
+	rep := explainReport{Config: kc.Describe(), Profile: cfg.Profile.String(), Filesystems: eng.Filesystems(), Thresholds: thresholdRows(eng, &d), Decision: d,
 		GrowthStops: growthStopPlans(d, live.cgroupVersion())}
 	if *out == "json" {
 		enc := json.NewEncoder(stdout)
@@ -149,7 +175,9 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 
 // explainReport is explain's JSON output.
 type explainReport struct {
-	Config      string             `json:"config"`
+	Config string `json:"config"`
+	// Profile is the policy profile ("kubelet": the kubelet's decisions).
+	Profile     string             `json:"profile"`
 	Filesystems policy.Filesystems `json:"filesystems"`
 	// Thresholds: every effective threshold with its state on this synchronize.
 	Thresholds []thresholdRow  `json:"thresholds"`
@@ -265,9 +293,13 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		layout = "dedicated imagefs"
 	}
 	fmt.Fprintf(w, "Config: %s; layout: %s\n", rep.Config, layout)
+	if rep.Profile != "" && rep.Profile != policy.ProfileKubelet {
+		fmt.Fprintf(w, "Profile: %s (beyond the kubelet: docs/profile.md)\n", rep.Profile)
+	}
 	if d.Error != "" {
 		fmt.Fprintf(w, "Error: %s\n", d.Error)
 	}
+	writeNodeMemory(w, d.NodeMemory)
 
 	fmt.Fprintln(w, "\nObservations")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

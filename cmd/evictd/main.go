@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -46,6 +47,11 @@ func register(c command) {
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == kubectlPluginName {
+		// Installed as the kubectl plugin: "kubectl evictd ..." runs
+		// explain --cluster (explain_cluster.go).
+		os.Exit(runKubectlPlugin(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -241,6 +241,9 @@ func TestRealStopDuringGracePeriod(t *testing.T) {
 		args = []string{"run", "--workload-root", sb.Parent.Rel, "--workloads", wf, "--state-file", state,
 			"--decision-log", filepath.Join(dir, "decisions.jsonl"), "--psi", "off",
 			"--eviction-soft", "memory.available<1Pi", "--eviction-soft-grace-period", "memory.available=1s",
+			// A hard threshold never met: without one the kubelet's default disk
+			// thresholds would read this machine's own disk.
+			"--eviction-hard", "memory.available<1Mi",
 			"--eviction-max-pod-grace-period", strconv.Itoa(grace)}
 		return sb, h, args, state
 	}

@@ -61,8 +61,8 @@ Each decision that acted or changed something is appended to the decision
 log as one JSON line (the data "evictd explain -o json" prints; the ranking
 only where a pod was evicted), with a heartbeat every 30 s while pressure
 stays; the file rotates at --decision-log-max-size, keeping
---decision-log-keep old ones. Prometheus metrics and /healthz are served on
-127.0.0.1:9847 by default. Logs: one line per action and per state change,
+--decision-log-keep old ones. Prometheus metrics, /healthz and
+/readyz are served on 127.0.0.1:9847 by default. Logs: one line per action and per state change,
 nothing per tick. Every output goes through a bounded queue: a slow disk or
 a stalled pipe costs records (evictd_output_dropped_total), never a
 decision, a kill or a stop. The decision log and the state file must be
@@ -87,12 +87,24 @@ eviction whose grace period runs then finishes within --stop-timeout, or the
 next start finishes it at its deadline (a stop never shortens a grace
 period).
 
+--profile kubelet (the default) makes every decision the kubelet's. --profile
+extended, or a list of its behaviours, adds what kubelet users have asked for
+and the kubelet does not do: hard-preempts-soft (a hard threshold is acted on
+while a soft eviction waits out its grace period, kubernetes#123872),
+reclaim-first (memory.reclaim before evicting on memory, cgroup v2,
+kubernetes#43916), swap-aware (free swap counts as available, swap use as use,
+kubernetes/enhancements#2400), loop-breaker (a controller's pods evicted twice
+within 10m rank last, kubernetes#124388), memavailable (memory.available from
+/proc/meminfo's MemAvailable, kubernetes#138372). docs/profile.md says what each
+does and why.
+
 Example:
   evictd run --dry-run
   evictd run --workload-root /workloads --workloads /etc/evictd/workloads.yaml \
     --eviction-hard 'memory.available<500Mi' --eviction-soft 'memory.available<1Gi' \
     --eviction-soft-grace-period memory.available=30s
   evictd run --check --config /etc/evictd/kubelet.yaml --workloads /etc/evictd/workloads.yaml --workload-root /workloads
+  evictd run --workload-root /workloads --profile extended
 ` + runKubeHelp
 
 // hookFlag collects --reclaim-hook SIGNAL=COMMAND.
@@ -124,7 +136,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the configuration (files, flags, cgroups) and exit")
 	stateFile := fs.String("state-file", "/var/lib/evictd/state.json", `engine state (grace-period timers, conditions), kept across restarts; "" to disable`)
 	decisionLog := fs.String("decision-log", "/var/log/evictd/decisions.jsonl", `JSON-lines decision log; "-" for standard output, "" to disable`)
-	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics and /healthz; "" to disable`)
+	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz (plain HTTP, loopback by default); "" to disable`)
 	memcg := fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off")
 	psi := fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off")
 	events := fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off")
@@ -143,6 +155,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	outFlags := registerOutputFlags(fs)
 	registerInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
+	profile := registerProfileFlag(fs)
 	kf := registerKubeFlags(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -194,9 +207,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer logw.Close(agent.DefaultFlushTimeout)
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, noGrowthStop: !*stopGrowth, outputs: outFlags,
+			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
+	}
+	if *kf.secureMetrics != "" || *kf.tlsCert != "" || *kf.tlsKey != "" {
+		return fail("--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes: the endpoint authenticates its clients with the API server")
 	}
 	if *root == "" {
 		if !*dryRun && !*check {
@@ -213,6 +229,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	cfg.Profile = profile.p
 	var wf *workload.File
 	if *workloadsPath != "" {
 		if wf, err = workload.ReadFile(*workloadsPath); err != nil {
@@ -252,8 +269,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		ws, _ := h.Pods.Workloads()
 		h.Wakeups.Close()
-		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s)\n",
-			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws))
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s), profile %s\n",
+			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
@@ -279,7 +296,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if opts.Metrics != nil {
-		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h.Healthy)
+		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h)
 		if err != nil {
 			h.Wakeups.Close()
 			return fail("--metrics-addr %s: %v", *metricsAddr, err)
@@ -294,7 +311,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer reloadOnSIGHUP(reloads)()
 	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
 		"thresholds", thresholdTexts(cfg.Thresholds), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
-		"interval", *interval, "metrics", *metricsAddr)
+		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String())
 	start := time.Now()
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fail("%v", err)

@@ -7,10 +7,12 @@ import (
 	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,12 +44,22 @@ flags on its command line (from /proc), with evictd's eviction flags on top.
 A Node whose kubelet is not a v1.37 release is warned about. --shadow decides and records only,
 and logs for every pod the kubelet evicts whether evictd had decided the same
 pod and how much earlier.
+
+--secure-metrics-addr serves /metrics over HTTPS for a Prometheus outside the
+node (the DaemonSet: the node's IP, port 9848), each request authenticated
+and authorized with the API server as the kubelet's own /metrics is: a bearer
+token (TokenReview) whose user may get the non-resource URL /metrics
+(SubjectAccessReview; kube-prometheus' Prometheus may, the chart ships the
+evictd-metrics-reader ClusterRole). Without --tls-cert-file and
+--tls-private-key-file the certificate is self-signed, made at start
+(docs/monitoring.md).
 `
 
 // kubeFlags are run's Kubernetes-mode flags.
 type kubeFlags struct {
 	on, shadow                                       *bool
 	node, kubeconfig, summary, kubeletCA, podsCgroup *string
+	secureMetrics, tlsCert, tlsKey                   *string
 	pdbWait, localDeadline                           *time.Duration
 }
 
@@ -61,6 +73,9 @@ func registerKubeFlags(fs *pflag.FlagSet) *kubeFlags {
 		kubeletCA:     fs.String("kubelet-ca", "", "Kubernetes mode: CA file of the kubelet's serving certificate (default: not verified)"),
 		podsCgroup:    fs.String("pods-cgroup", "", "Kubernetes mode: the kubelet's pods cgroup relative to the memory hierarchy root (default: kubepods.slice or kubepods, whichever exists)"),
 		localDeadline: fs.Duration("local-deadline", kube.DefaultLocalDeadline, "Kubernetes mode: when a hard-threshold eviction's pod still runs this long after its grace period (the kubelet wedged, or the API server unreachable), evictd kills the pod's cgroup itself; negative: never"),
+		secureMetrics: fs.String("secure-metrics-addr", "", `Kubernetes mode: address for /metrics over HTTPS, authenticated and authorized with the API server (TokenReview, SubjectAccessReview for get /metrics), e.g. the node's IP and 9848; "" to disable`),
+		tlsCert:       fs.String("tls-cert-file", "", "Kubernetes mode: serving certificate of --secure-metrics-addr (PEM; default: self-signed, made at start)"),
+		tlsKey:        fs.String("tls-private-key-file", "", "Kubernetes mode: private key of --tls-cert-file (PEM)"),
 		pdbWait:       fs.Duration("pdb-wait", kube.DefaultPDBWait, "Kubernetes mode: how long a soft-threshold eviction refused by a PodDisruptionBudget is retried before the pod is deleted; negative: never override a PDB"),
 	}
 }
@@ -76,6 +91,7 @@ type runShared struct {
 	switches                                                   agent.WakeupSwitches
 	ev                                                         *load.EvictionFlags
 	outputs                                                    *outputFlags
+	profile                                                    policy.Profile
 }
 
 // kubePolicyConfig reads the kubelet's configuration as the kubelet reads
@@ -137,7 +153,14 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	pcfg.Profile = sh.profile
 	source := kc.Describe()
+	if err := checkListenAddr("--secure-metrics-addr", *kf.secureMetrics, sh.check); err != nil {
+		return fail("%v", err)
+	}
+	if (*kf.tlsCert == "") != (*kf.tlsKey == "") {
+		return fail("--tls-cert-file and --tls-private-key-file go together")
+	}
 	rc, err := restConfig(*kf.kubeconfig)
 	if err != nil {
 		return fail("%v", err)
@@ -170,8 +193,8 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		if disk == "" {
 			disk = "off"
 		}
-		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s\n",
-			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk)
+		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, node %s, pods cgroup %s, %d active pod(s), disk stats %s, profile %s\n",
+			len(n.Engine().Thresholds()), source, o.Node, n.Collector.PodsCgroup(), len(pods), disk, pcfg.Profile)
 		writeKubeletFacts(stdout, kc, n.KubeletVersion)
 		for _, t := range n.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
@@ -189,7 +212,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		defer dl.Close()
 		o.DecisionLog = dl
 	}
-	if sh.metricsAddr != "" {
+	if sh.metricsAddr != "" || *kf.secureMetrics != "" {
 		o.Metrics = agent.NewMetrics()
 		countDrops(logw, o.Metrics)
 	}
@@ -197,11 +220,22 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if o.Metrics != nil {
-		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n.Healthy)
+	if sh.metricsAddr != "" {
+		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n)
 		if err != nil {
 			n.Close()
 			return fail("--metrics-addr %s: %v", sh.metricsAddr, err)
+		}
+		defer srv.Close()
+	}
+	if *kf.secureMetrics != "" {
+		auth := &kube.MetricsAuth{Client: n.Evictor.Client, Path: "/metrics", Log: log}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", auth.Wrap(promhttp.HandlerFor(o.Metrics.Registry, promhttp.HandlerOpts{})))
+		srv, err := kube.ServeSecure(*kf.secureMetrics, mux, *kf.tlsCert, *kf.tlsKey)
+		if err != nil {
+			n.Close()
+			return fail("--secure-metrics-addr %s: %v", *kf.secureMetrics, err)
 		}
 		defer srv.Close()
 	}

@@ -40,6 +40,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{"--workload-root", "//"}, `--allow-root-cgroup`},
 		{[]string{"--check", "--interval", "1ns"}, "--interval 1ns: must be at least 100ms"},
 		{[]string{"--check", "--metrics-addr", "bogus"}, `--metrics-addr "bogus": want host:port`},
+		{[]string{"--check", "--secure-metrics-addr", "127.0.0.1:9848"}, "--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes"},
 		{[]string{"--check", "--metrics-addr", "127.0.0.1:99999"}, `--metrics-addr "127.0.0.1:99999"`},
 		{[]string{"--check", "--state-file", dir}, "--state-file " + dir + ": is a directory, want a file"},
 		{[]string{"--check", "--state-file", bad + "/state.json"}, "--state-file " + bad + "/state.json: " + bad + " is not a directory"},

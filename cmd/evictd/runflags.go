@@ -90,21 +90,25 @@ func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 }
 
-// checkMetricsAddr checks --metrics-addr: host:port with a port, and, when
-// listen is set (--check), that it can be listened on now.
+// checkMetricsAddr checks --metrics-addr (or flag): host:port with a port,
+// and, when listen is set (--check), that it can be listened on now.
 func checkMetricsAddr(addr string, listen bool) error {
+	return checkListenAddr("--metrics-addr", addr, listen)
+}
+
+func checkListenAddr(flag, addr string, listen bool) error {
 	if addr == "" {
 		return nil
 	}
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-		return fmt.Errorf("--metrics-addr %q: want host:port, e.g. 127.0.0.1:9847", addr)
+		return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:9847", flag, addr)
 	}
 	if !listen {
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--metrics-addr %q: %w", addr, err)
+		return fmt.Errorf("%s %q: %w", flag, addr, err)
 	}
 	return ln.Close()
 }

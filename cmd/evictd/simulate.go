@@ -60,6 +60,7 @@ scenario is drawn across the width (docs/plot.md).
 Example:
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml --plot out.svg
+  evictd simulate --scenario testdata/scenarios/profile-loop-breaker.yaml --profile extended
 `
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
@@ -69,6 +70,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	out := fs.StringP("output", "o", "table", "output format: table or json")
 	verbose := fs.BoolP("verbose", "v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
 	plotPath := fs.String("plot", "", "also draw the timeline to this file (.svg or .png)")
+	profile := registerProfileFlag(fs)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -96,7 +98,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	showDecisions := *verbose && *out == "json"
-	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != ""})
+	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != "", Profile: profile.p})
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd simulate: %s: %v\n", *path, err)
 		return exitError

@@ -91,6 +91,19 @@ type Reclaimer interface {
 	Reclaim(ctx context.Context, signal policy.Signal, funcs []string)
 }
 
+// MemoryReclaimer asks the kernel to reclaim memory before an eviction on a
+// memory signal (the profile's reclaim-first: memory.reclaim on cgroup v2).
+type MemoryReclaimer interface {
+	ReclaimMemory(ctx context.Context, req policy.MemoryReclaim) (string, error)
+}
+
+// HostMemorySource reads the node's /proc/meminfo figures (the profile's
+// memavailable; explain and the decision log show them beside the
+// kubelet's figure).
+type HostMemorySource interface {
+	HostMemory(ctx context.Context) (*policy.HostMemory, error)
+}
+
 // Waker delivers kernel wake-ups.
 type Waker interface {
 	C() <-chan notify.Wake
@@ -130,12 +143,17 @@ type Config struct {
 	// OOM reads the kernel OOM killer's counters (nil: kernel OOM kills go
 	// unreported).
 	OOM       OOMCounter
-	Reclaimer Reclaimer        // nil: no node-level reclaim (it frees nothing)
-	Waker     Waker            // nil: timer only
-	Updater   ThresholdUpdater // nil: no kernel thresholds
-	Clock     Clock            // nil: wall clock
-	Interval  time.Duration    // 0: DefaultInterval
-	Log       *slog.Logger     // nil: slog.Default()
+	Reclaimer Reclaimer // nil: no node-level reclaim (it frees nothing)
+	// MemoryReclaimer carries out the profile's memory reclaim (nil: none,
+	// so the eviction follows as in the kubelet).
+	MemoryReclaimer MemoryReclaimer
+	// Host reads /proc/meminfo for each synchronize (nil: not read).
+	Host     HostMemorySource
+	Waker    Waker            // nil: timer only
+	Updater  ThresholdUpdater // nil: no kernel thresholds
+	Clock    Clock            // nil: wall clock
+	Interval time.Duration    // 0: DefaultInterval
+	Log      *slog.Logger     // nil: slog.Default()
 	// DecisionLog receives a record for every synchronize that changed
 	// something or acted, and a heartbeat under steady pressure (logFilter),
 	// through its queue: never written on the loop.
@@ -171,6 +189,7 @@ type Agent struct {
 	lastErr   string // the Decision's error last logged
 	syncs     uint64
 	lastSync  atomic.Int64 // unix nanoseconds; read by /healthz
+	observed  atomic.Bool  // a synchronize listed the workloads and read the stats; read by /readyz
 	faults    faults
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
 	holdsFile *HoldsFile                  // nil without a state file or in a dry run
@@ -185,6 +204,33 @@ type Agent struct {
 	busyUntil atomic.Int64     // unix nanoseconds; /healthz counts the agent as working until then
 	// resumePending is an eviction the last run left unfinished.
 	resumePending *PendingEviction
+	// soft is the soft eviction whose kill runs in the background while
+	// the loop goes on (profile hard-preempts-soft); nil otherwise.
+	soft *softKill
+}
+
+// softKill is a soft eviction's kill running in the background.
+type softKill struct {
+	pod    *v1.Pod
+	act    Action
+	trig   Trigger
+	cancel context.CancelFunc
+	done   chan softKillResult
+	// escalated: a hard eviction of the same pod took over
+	escalated bool
+	// ended: the kill returned (through the API: the eviction was
+	// accepted) and the pod is terminating; the soft eviction counts as in
+	// progress until the pod source no longer lists it, or until.
+	ended bool
+	until time.Time
+	// pending is its record for the state file; kctx its kill's context.
+	pending *PendingEviction
+	kctx    context.Context
+}
+
+type softKillResult struct {
+	res EvictResult
+	err error
 }
 
 // New checks cfg and returns an Agent.
@@ -202,6 +248,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log}
+	if cfg.Metrics != nil {
+		cfg.Metrics.configure(cfg.Engine.Thresholds())
+		cfg.Metrics.DryRun.Set(b2f(cfg.DryRun))
+	}
 	if cfg.StateFile != "" && !cfg.DryRun {
 		// Before anything else: a growth stop a crashed run left in force.
 		a.holdsFile = OpenHoldsFile(HoldsPath(cfg.StateFile), a.log)
@@ -281,6 +331,43 @@ type Action struct {
 	Message  string           `json:"message,omitempty"`
 	Evict    *policy.Eviction `json:"-"`
 	pod      *v1.Pod          // the victim, found in the pod source
+	// Profile hard-preempts-soft: Background is a soft eviction whose kill
+	// runs while the loop goes on (its result is logged when it ends);
+	// Escalated a hard eviction of the pod such a kill was waiting on;
+	// Deferred says why a soft eviction waits for the one in progress.
+	Background bool   `json:"background,omitempty"`
+	Escalated  bool   `json:"escalated,omitempty"`
+	Deferred   string `json:"deferred,omitempty"`
+}
+
+func (a *Agent) preemptsSoft() bool { return a.cfg.Engine.Config().Profile.HardPreemptsSoft }
+
+// hostMemory reads /proc/meminfo's figures when a source is wired; a
+// failed read is nil (the engine then uses the kubelet's figure and says so).
+func (a *Agent) hostMemory(ctx context.Context) *policy.HostMemory {
+	if a.cfg.Host == nil {
+		return nil
+	}
+	h, err := a.cfg.Host.HostMemory(ctx)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// reclaimMemory runs the profile's memory reclaim; it returns what was done
+// and the error text, for the record.
+func (a *Agent) reclaimMemory(ctx context.Context, req policy.MemoryReclaim) (msg, errText string) {
+	if a.cfg.MemoryReclaimer == nil {
+		return "", "no memory reclaimer on this node (memory.reclaim is cgroup v2 only): evicting"
+	}
+	msg, err := a.cfg.MemoryReclaimer.ReclaimMemory(ctx, req)
+	if err != nil {
+		errText = err.Error()
+	}
+	a.log.Info("memory reclaim before eviction", "signal", req.Signal, "needed", req.Bytes, "file", req.FileBytes,
+		"result", msg, "err", errText)
+	return msg, errText
 }
 
 // GrowthStop is a victim's hold as the decision log records it.
@@ -324,6 +411,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.holdsFile.Close()
 		}
 	}()
+	defer a.stopSoftKill()
 	for {
 		rec := a.Sync(ctx, trig)
 		if ctx.Err() != nil {
@@ -334,6 +422,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.waitForCleanup(ctx, evicted)
 			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 			continue
+		}
+		var softDone <-chan softKillResult
+		if a.soft != nil && !a.soft.ended {
+			softDone = a.soft.done
 		}
 		// The timer runs at the interval, or sooner when a soft threshold's
 		// grace period runs out before it: the decision is the one the
@@ -353,15 +445,123 @@ func (a *Agent) Run(ctx context.Context) error {
 		case w := <-wake:
 			trig = Trigger{Reason: "wake", Source: w.Source, At: w.At}
 			if a.cfg.Metrics != nil {
-				a.cfg.Metrics.Wakeups.WithLabelValues(w.Source).Inc()
+				a.cfg.Metrics.woken(w.Source)
 			}
+		case r := <-softDone:
+			// The background kill is over: synchronize at once, as after
+			// any eviction. The loop does not wait for the pod's cleanup
+			// here (Kubernetes mode's kill returns when the API accepted
+			// it, and the pod terminates for its grace period): the soft
+			// eviction stays in progress until the pod is gone.
+			a.softKillDone(r)
+			trig = Trigger{Reason: "after-eviction", At: clk.Now()}
 		}
 	}
+}
+
+// startSoftKill runs a soft eviction's kill in the background (profile
+// hard-preempts-soft): the loop goes on synchronizing meanwhile, so that a
+// hard threshold is acted on at once instead of after the soft eviction's
+// grace period (kubernetes#123872). The eviction in progress is recorded as
+// any is (state file, /healthz), here on the loop's goroutine; only the
+// evictor's call runs on the other, under the kill context (a stop lets it
+// finish its grace period, as any eviction).
+func (a *Agent) startSoftKill(ctx context.Context, trig Trigger, act Action, ev policy.Eviction) {
+	now := a.cfg.Clock.Now()
+	p := &PendingEviction{Pod: act.Pod, Eviction: ev, Grace: act.Grace, Started: now, Deadline: now.Add(act.Grace)}
+	a.setPending(p)
+	if act.Grace > 0 {
+		a.log.Info("eviction started; waiting for the workload to exit within its grace period",
+			"pod", act.Pod.Namespace+"/"+act.Pod.Name, "signal", act.Signal, "grace", act.Grace, "deadline", p.Deadline.UTC())
+	}
+	base := a.killCtx
+	if base == nil {
+		base = ctx
+	}
+	kctx, cancel := context.WithCancel(base)
+	sk := &softKill{pod: act.pod, act: act, trig: trig, cancel: cancel, done: make(chan softKillResult, 1), pending: p, kctx: kctx}
+	a.soft = sk
+	go func() {
+		res, err := a.cfg.Evictor.Evict(kctx, sk.pod, act.Grace, ev)
+		sk.done <- softKillResult{res, err}
+	}()
+}
+
+// softKillDone records the end of the background kill: the one log line of
+// its end and its metric. The soft eviction stays in progress (later soft
+// decisions wait) until the pod source no longer lists the pod
+// (softGone), unless the kill failed or a hard eviction took over.
+func (a *Agent) softKillDone(r softKillResult) {
+	sk := a.soft
+	cut := r.err != nil && sk.kctx.Err() != nil && !sk.escalated
+	sk.cancel()
+	if a.currentEviction() == sk.pending && !cut {
+		a.setPending(nil)
+	}
+	act := sk.act
+	if sk.escalated {
+		a.soft = nil
+		a.log.Info("background soft eviction ended: a hard eviction of the pod took over", "pod", act.Pod.Namespace+"/"+act.Pod.Name)
+		return
+	}
+	act.Result = &r.res
+	if r.err != nil {
+		act.Error = r.err.Error()
+	}
+	a.log.Info("background soft eviction ended", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "method", r.res.Method,
+		"gone", r.res.Gone, "took", r.res.Took, "err", act.Error)
+	if act.Error != "" {
+		a.soft = nil
+		return
+	}
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.evicted(act.Signal)
+	}
+	sk.ended, sk.until = true, a.cfg.Clock.Now().Add(act.Grace+cleanupTimeout)
+}
+
+// softGone ends a soft eviction whose kill has returned once its pod is no
+// longer listed (or after its grace period and the kubelet's cleanup wait).
+func (a *Agent) softGone(active []*v1.Pod) {
+	sk := a.soft
+	if sk == nil || !sk.ended {
+		return
+	}
+	if anyListed(active, []policy.PodRef{sk.act.Pod}) {
+		if a.cfg.Clock.Now().Before(sk.until) {
+			return
+		}
+		a.log.Warn("softly evicted workload still present after its grace period and the cleanup wait", "pod", sk.act.Pod.Namespace+"/"+sk.act.Pod.Name)
+	}
+	a.soft = nil
+}
+
+// stopSoftKill waits, when the loop ends, for a background kill still
+// running: like any eviction in progress at a stop it may finish its grace
+// period within the stop timeout (the kill context); cut by the timeout, it
+// stays in the state file for the next start to finish.
+func (a *Agent) stopSoftKill() {
+	sk := a.soft
+	if sk == nil || sk.ended {
+		return
+	}
+	r := <-sk.done
+	if r.err != nil && sk.kctx.Err() != nil {
+		a.log.Warn("the stop's timeout ended the wait for the grace period; the next start finishes this eviction at its deadline",
+			"pod", sk.act.Pod.Namespace+"/"+sk.act.Pod.Name, "deadline", sk.pending.Deadline.UTC())
+		a.flushState()
+	} else {
+		a.softKillDone(r)
+	}
+	a.soft = nil
 }
 
 func evictedPods(r Record) []policy.PodRef {
 	var out []policy.PodRef
 	for _, act := range r.Actions {
+		if act.Background || act.Deferred != "" {
+			continue // not done yet: the loop goes on (profile hard-preempts-soft)
+		}
 		if act.Kind == "evict" && act.Error == "" && (act.Result == nil || !act.Result.DryRun) {
 			out = append(out, act.Pod)
 		}
@@ -425,13 +625,17 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		pods = nil
 	} else {
 		a.releaseHolds(pods)
+		a.softGone(pods)
 	}
+	host := a.hostMemory(ctx)
 	now := clk.Now()
-	d := eng.Step(now, policy.Input{Summary: summary, Pods: pods})
+	d := eng.StepHost(now, policy.Input{Summary: summary, Pods: pods}, host)
 	rec := Record{Time: now, Trigger: trig, DryRun: a.cfg.DryRun}
 	if d.ReclaimPending {
 		act := Action{Kind: "reclaim", Signal: string(d.Signal), Reclaim: d.Reclaim}
-		if a.cfg.Reclaimer != nil {
+		if d.MemoryReclaim != nil {
+			act.Message, act.Error = a.reclaimMemory(ctx, *d.MemoryReclaim)
+		} else if a.cfg.Reclaimer != nil {
 			a.cfg.Reclaimer.Reclaim(ctx, d.Signal, d.Reclaim)
 		}
 		rec.Actions = append(rec.Actions, act)
@@ -439,7 +643,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		if err != nil {
 			fresh = nil
 		}
-		d = eng.Reclaimed(clk.Now(), fresh)
+		d = eng.ReclaimedHost(clk.Now(), fresh, a.hostMemory(ctx))
 		if d.ReclaimSufficient {
 			a.log.Info("node-level reclaim was enough; no eviction", "signal", d.Signal, "reclaim", d.Reclaim)
 		}
@@ -477,9 +681,29 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			act.Error = "not started: evictd is stopping"
 			a.release(act.pod.UID, act.Stop, "evictd is stopping")
 		}
+		if act.Error == "" && a.soft != nil && !ev.Immediate {
+			// Profile hard-preempts-soft: soft evictions still go one at a
+			// time; this one waits for the one in progress.
+			act.Deferred = "the soft eviction of " + a.soft.act.Pod.Namespace + "/" + a.soft.act.Pod.Name +
+				" is still in progress"
+			rec.Actions = append(rec.Actions, *act)
+			continue
+		}
 		if act.Error == "" {
 			if a.cfg.BeforeEvict != nil {
 				a.cfg.BeforeEvict(trig, d, *act)
+			}
+			if a.preemptsSoft() && !ev.Immediate && !a.cfg.DryRun {
+				act.Background = true
+				a.startSoftKill(ctx, trig, *act, ev)
+				a.logEviction(trig, *act, d)
+				rec.Actions = append(rec.Actions, *act)
+				continue
+			}
+			if a.soft != nil && a.soft.act.Pod == ev.Pod {
+				// A hard threshold picked the pod whose soft eviction is
+				// still in progress: its kill is escalated to the hard grace.
+				act.Escalated = true
 			}
 			res, err := a.evict(ctx, act.pod, *act, ev)
 			act.Result = &res
@@ -490,10 +714,23 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 					a.release(act.pod.UID, act.Stop, "the eviction was abandoned")
 				}
 			}
+			if act.Escalated && err == nil {
+				if a.soft.ended {
+					a.soft = nil // nothing waits any more: the hard eviction took over
+				} else {
+					a.soft.escalated = true
+					a.soft.cancel() // its wait is over; the pod is gone
+				}
+			}
 		}
 		a.logEviction(trig, *act, d)
-		if a.cfg.Metrics != nil && act.Error == "" && act.OOMKills == 0 && !a.cfg.DryRun {
-			a.cfg.Metrics.evicted(ev.Signal)
+		if a.cfg.Metrics != nil && !a.cfg.DryRun {
+			switch {
+			case act.Error != "":
+				a.cfg.Metrics.EvictionErrors.WithLabelValues(ev.Signal).Inc()
+			case act.OOMKills == 0: // the kernel's kill is not evictd's eviction
+				a.cfg.Metrics.evicted(ev.Signal)
+			}
 		}
 		rec.Actions = append(rec.Actions, *act)
 	}
@@ -698,6 +935,8 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 	}
 	attrs = append(attrs, "message", strings.TrimSpace(act.Message))
 	switch {
+	case act.Background:
+		a.log.Info("evicting: the soft eviction's kill runs in the background, hard thresholds are acted on meanwhile (profile hard-preempts-soft)", attrs...)
 	case act.Error != "":
 		a.log.Error("eviction failed", append(attrs, "err", act.Error)...)
 	case act.OOMKills > 0:
@@ -705,6 +944,8 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 			append(attrs, "kernel_oom_kills", act.OOMKills)...)
 	case a.cfg.DryRun:
 		a.log.Info("dry run: would evict", attrs...)
+	case act.Escalated:
+		a.log.Info("evicted: a hard threshold escalated the soft eviction still in progress (profile hard-preempts-soft)", attrs...)
 	default:
 		a.log.Info("evicted", attrs...)
 	}

@@ -224,8 +224,8 @@ func TestRunScriptedMemoryPressure(t *testing.T) {
 			t.Fatalf("synchronize after an eviction was %q", recs[i+1].Trigger.Reason)
 		}
 	}
-	if got := counterValue(a.cfg.Metrics.KubeletEvictions.WithLabelValues("memory.available")); got != 2 {
-		t.Fatalf("kubelet_evictions{memory.available} = %v, want 2", got)
+	if got := counterValue(a.cfg.Metrics.Evictions.WithLabelValues("memory.available")); got != 2 {
+		t.Fatalf("evictd_evictions_total{memory.available} = %v, want 2", got)
 	}
 	// One log line per eviction and per state change, none per tick: far
 	// fewer lines than synchronizes.
@@ -350,7 +350,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Serve("127.0.0.1:0", m, a.Healthy)
+	srv, err := Serve("127.0.0.1:0", m, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,17 +364,21 @@ func TestMetricsAndHealthz(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("healthz before the first synchronize: %d", code)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(p); code != http.StatusServiceUnavailable {
+			t.Fatalf("%s before the first synchronize: %d", p, code)
+		}
 	}
 	a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
-	if code, body := get("/healthz"); code != 200 {
-		t.Fatalf("healthz: %d %s", code, body)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := get(p); code != 200 {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{
-		`kubelet_evictions{eviction_signal="memory.available"} 1`,
-		`evictd_signal_available{eviction_signal="memory.available"} 5.24288e+08`,
+		`evictd_evictions_total{eviction_signal="memory.available"} 1`,
+		`evictd_signal_available_bytes{eviction_signal="memory.available"} 5.24288e+08`,
 		`evictd_node_condition{condition="MemoryPressure"} 1`,
 		`evictd_synchronizations_total{trigger="timer"} 1`,
 	} {
@@ -383,8 +387,10 @@ func TestMetricsAndHealthz(t *testing.T) {
 		}
 	}
 	clock.now = clock.now.Add(time.Minute)
-	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("healthz after 6 silent intervals: %d", code)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(p); code != http.StatusServiceUnavailable {
+			t.Fatalf("%s after 6 silent intervals: %d", p, code)
+		}
 	}
 }
 

@@ -36,7 +36,8 @@ func (f *flakyStats) Summary(ctx context.Context) (*statsv1alpha1.Summary, error
 
 // An agent that cannot read the stats says so: one log line when it goes
 // blind and one when it sees again (not one per tick), a counter by stage,
-// and /healthz 503 after DefaultUnhealthyAfter failed synchronizes.
+// and /healthz and /readyz 503 and evictd_blind 1 after
+// DefaultUnhealthyAfter failed synchronizes.
 func TestBlindAgentIsUnhealthy(t *testing.T) {
 	clock := &fakeClock{now: t0, manual: true}
 	w := newWorld(clock)
@@ -54,6 +55,9 @@ func TestBlindAgentIsUnhealthy(t *testing.T) {
 	if err := a.Healthy(); err != nil {
 		t.Fatalf("healthy agent: %v", err)
 	}
+	if err := a.Ready(); err != nil {
+		t.Fatalf("ready agent: %v", err)
+	}
 	fs.err = errors.New("open /sys/fs/cgroup/memory/workloads/memory.stat: no such file or directory")
 	for i := 1; i <= 10; i++ {
 		sync()
@@ -64,6 +68,12 @@ func TestBlindAgentIsUnhealthy(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "memory.stat: no such file") {
 			t.Fatalf("health error does not say why: %v", err)
 		}
+		if rerr := a.Ready(); (rerr != nil) != (err != nil) {
+			t.Fatalf("after %d failed synchronizes: Ready() = %v, Healthy() = %v", i, rerr, err)
+		}
+		if got, want := value(m.Blind), b2f(i >= DefaultUnhealthyAfter); got != want {
+			t.Fatalf("after %d failed synchronizes: evictd_blind = %v, want %v", i, got, want)
+		}
 	}
 	if got := counterValue(m.SyncErrors.WithLabelValues(stageStats)); got != 10 {
 		t.Errorf("evictd_synchronize_errors_total{stage=stats} = %v, want 10", got)
@@ -72,6 +82,9 @@ func TestBlindAgentIsUnhealthy(t *testing.T) {
 	sync()
 	if err := a.Healthy(); err != nil {
 		t.Fatalf("after recovery: %v", err)
+	}
+	if got := value(m.Blind); got != 0 {
+		t.Fatalf("after recovery: evictd_blind = %v", got)
 	}
 	for line, want := range map[string]int{"reading stats failed": 1, "reading stats works again": 1, "synchronize stopped early": 1} {
 		if got := strings.Count(logs.String(), line); got != want {

@@ -71,9 +71,15 @@ func (a *Agent) noteObserve(now time.Time, perr, serr error) {
 	f := &a.faults
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer func() {
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.Blind.Set(b2f(f.blind >= a.unhealthyAfter()))
+		}
+	}()
 	switch {
 	case perr == nil && serr == nil:
 		f.blind, f.blindErr = 0, ""
+		a.observed.Store(true)
 	default:
 		if f.blind == 0 {
 			f.blindFrom = now
@@ -104,13 +110,18 @@ func (a *Agent) blindness() error {
 	f := &a.faults
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := a.cfg.UnhealthyAfter
-	if n <= 0 {
-		n = DefaultUnhealthyAfter
-	}
+	n := a.unhealthyAfter()
 	if f.blind < n {
 		return nil
 	}
 	return fmt.Errorf("blind: %d synchronizes in a row since %s could not observe the node: %s",
 		f.blind, f.blindFrom.UTC().Format(time.RFC3339), f.blindErr)
+}
+
+// unhealthyAfter is Config.UnhealthyAfter or its default.
+func (a *Agent) unhealthyAfter() int {
+	if a.cfg.UnhealthyAfter <= 0 {
+		return DefaultUnhealthyAfter
+	}
+	return a.cfg.UnhealthyAfter
 }

@@ -25,14 +25,10 @@ const maxHoldsFile = 1 << 20
 type HoldsFile struct {
 	path string
 	log  *slog.Logger
+	file *latestFile
 
 	mu      sync.Mutex
-	pending []actuate.HoldRecord
-	dirty   bool
-	kick    chan struct{}
-	done    chan struct{}
-	closed  bool
-	lastErr string
+	lastErr string // the last write's outcome, logged when it changes
 }
 
 // HoldsPath is the holds file kept beside stateFile.
@@ -41,9 +37,9 @@ func HoldsPath(stateFile string) string { return stateFile + ".holds" }
 // OpenHoldsFile undoes the growth stops a previous run left in path (one log
 // line for each) and starts the writer.
 func OpenHoldsFile(path string, log *slog.Logger) *HoldsFile {
-	f := &HoldsFile{path: path, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	f := &HoldsFile{path: path, log: log}
 	f.undoLeftovers()
-	go f.loop()
+	f.file = newLatestFile(f.write, func(err error, _ bool) { f.logOutcome(err) })
 	return f
 }
 
@@ -81,66 +77,48 @@ func (f *HoldsFile) undoLeftovers() {
 
 // Set records the stops in force now (nil: none), for the writer.
 func (f *HoldsFile) Set(recs []actuate.HoldRecord) {
-	f.mu.Lock()
-	f.pending, f.dirty = recs, true
-	f.mu.Unlock()
-	select {
-	case f.kick <- struct{}{}:
-	default:
+	if len(recs) == 0 {
+		f.file.set(nil)
+		return
 	}
+	b, err := json.Marshal(recs)
+	if err != nil {
+		f.logOutcome(err)
+		return
+	}
+	f.file.set(b)
 }
 
 // Close writes the last set and stops the writer.
-func (f *HoldsFile) Close() {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return
+func (f *HoldsFile) Close() { f.file.close() }
+
+// write writes the records, or removes the file when there are none.
+func (f *HoldsFile) write(b []byte) error {
+	if b == nil {
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
-	f.closed = true
-	f.mu.Unlock()
-	close(f.kick)
-	<-f.done
+	return writeFileAtomic(f.path, b, outputFileMode)
 }
 
-func (f *HoldsFile) loop() {
-	defer close(f.done)
-	for range f.kick {
-		f.flush()
-	}
-	f.flush()
-}
-
-func (f *HoldsFile) flush() {
-	f.mu.Lock()
-	recs, dirty := f.pending, f.dirty
-	f.dirty = false
-	f.mu.Unlock()
-	if !dirty {
-		return
-	}
-	var err error
-	if len(recs) == 0 {
-		if err = os.Remove(f.path); errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
-	} else {
-		var b []byte
-		if b, err = json.Marshal(recs); err == nil {
-			err = writeFileAtomic(f.path, b, 0o640)
-		}
-	}
+// logOutcome logs a write's outcome when it changes.
+func (f *HoldsFile) logOutcome(err error) {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	if msg != f.lastErr {
-		if err != nil {
-			f.log.Warn("cannot keep the growth stops in force on disk; a crash now would leave them in place", "file", f.path, "err", err)
-		} else {
-			f.log.Info("growth stops file writable again", "file", f.path)
-		}
-		f.lastErr = msg
+	f.mu.Lock()
+	changed := msg != f.lastErr
+	f.lastErr = msg
+	f.mu.Unlock()
+	switch {
+	case !changed:
+	case err != nil:
+		f.log.Warn("cannot keep the growth stops in force on disk; a crash now would leave them in place", "file", f.path, "err", err)
+	default:
+		f.log.Info("growth stops file writable again", "file", f.path)
 	}
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"runtime"
@@ -75,6 +76,16 @@ type limitedConn struct {
 	since time.Time      // when it entered state
 }
 
+// ServeTLS serves h over TLS on ln with the limits of Serve's server (the
+// connection cap, deadlines, header size): Kubernetes mode's authenticated
+// metrics endpoint, which listens on the node's IP.
+func ServeTLS(ln net.Listener, h http.Handler, cfg *tls.Config) *Server {
+	lim := capConns(ln, maxConns)
+	s := &Server{srv: newHTTPServer(h, lim), ln: lim}
+	go s.srv.Serve(tls.NewListener(lim, cfg))
+	return s
+}
+
 func capConns(ln net.Listener, max int) *connLimiter {
 	return &connLimiter{Listener: ln, max: max, conns: map[*limitedConn]struct{}{}}
 }
@@ -140,6 +151,9 @@ func closeFirst(o, v *limitedConn) bool {
 }
 
 func (l *connLimiter) setState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok { // ServeTLS: the limited connection under it
+		c = tc.NetConn()
+	}
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return

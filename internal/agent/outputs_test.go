@@ -472,7 +472,7 @@ func TestMetricsServerCapsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Sync(context.Background(), Trigger{Reason: "timer", At: clock.Now()})
-	srv, err := Serve("127.0.0.1:0", m, a.Healthy)
+	srv, err := Serve("127.0.0.1:0", m, a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,21 +141,26 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 // synchronize and only filter stale stats) is not written at all: an idle
 // node writes its state file once, not 8,640 times a day.
 type stateWriter struct {
-	path   string
-	result func(error)
+	file *latestFile
 
 	mu      sync.Mutex
-	next    []byte // waiting to be written; nil: nothing
 	lastKey []byte // what the last handed-over state compares as
-	busy    bool   // a write runs
-	idle    *sync.Cond
-	wake    chan struct{}
 }
 
 func newStateWriter(path string, result func(error)) *stateWriter {
-	w := &stateWriter{path: path, result: result, wake: make(chan struct{}, 1)}
-	w.idle = sync.NewCond(&w.mu)
-	go w.run()
+	w := &stateWriter{}
+	w.file = newLatestFile(func(b []byte) error { return saveStateBytes(path, b) }, func(err error, newer bool) {
+		if err != nil && !newer {
+			// Not written: the next synchronize hands it over again, even
+			// if nothing changed (the retry the error log line promises).
+			w.mu.Lock()
+			w.lastKey = nil
+			w.mu.Unlock()
+		}
+		if result != nil {
+			result(err)
+		}
+	})
 	return w
 }
 
@@ -169,64 +174,20 @@ func (w *stateWriter) save(f stateFile) {
 		return
 	}
 	f.State.LastObservations = last
-	w.mu.Lock()
-	if bytes.Equal(key, w.lastKey) {
-		w.mu.Unlock()
-		return
-	}
 	b, err := json.Marshal(f)
 	if err != nil {
-		w.mu.Unlock()
 		return
 	}
-	w.next, w.lastKey = b, key
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	w.mu.Lock()
+	same := bytes.Equal(key, w.lastKey)
+	if !same {
+		w.lastKey = key
 	}
-}
-
-func (w *stateWriter) run() {
-	for range w.wake {
-		w.mu.Lock()
-		b := w.next
-		w.next, w.busy = nil, b != nil
-		w.mu.Unlock()
-		if b == nil {
-			continue
-		}
-		err := saveStateBytes(w.path, b)
-		if w.result != nil {
-			w.result(err)
-		}
-		w.mu.Lock()
-		if err != nil && w.next == nil {
-			// Not written: the next synchronize hands it over again, even
-			// if nothing changed (the retry the error log line promises).
-			w.lastKey = nil
-		}
-		w.busy = false
-		w.idle.Broadcast()
-		w.mu.Unlock()
+	w.mu.Unlock()
+	if !same {
+		w.file.set(b)
 	}
 }
 
 // flush waits at most wait for the state handed over to be written.
-func (w *stateWriter) flush(wait time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		w.mu.Lock()
-		for w.next != nil || w.busy {
-			w.idle.Wait()
-		}
-		w.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(wait):
-		return false
-	}
-}
+func (w *stateWriter) flush(wait time.Duration) bool { return w.file.flush(wait) }

@@ -48,7 +48,8 @@ var writeAllowed = map[string]string{
 	"internal/agent.openRegular":             "evictd's own decision log, opened only as a regular file (never a FIFO or a link)",
 	"internal/agent.DecisionLog.rotate":      "evictd's own decision log, rotated (renames and removes its old files)",
 	"internal/agent.writeFileAtomic":         "evictd's state directory: the state file and growth stops file, renamed into place",
-	"internal/agent.HoldsFile.flush":         "evictd's own growth stops file, removed when no hold is left",
+	"internal/agent.HoldsFile.write":         "evictd's own growth stops file, removed when no hold is left",
+	"internal/workload/hog.cacheFile":        "the test hog's own data file, written to make page cache; not a kernel file",
 	"internal/agent.HoldsFile.undoLeftovers": "evictd's own growth stops file, left by a previous run",
 	"cmd/evictd.writeFileAtomic":             "the SVG file the user names (simulate --plot), renamed into place",
 	"internal/kube/kubetest.writeFile":       "the test apiserver's keys and tokens, in the test's temporary directory",
@@ -132,6 +133,7 @@ func TestKernelWritesStayInTheEdges(t *testing.T) {
 var testWriteAllowed = map[string]string{
 	"cmd/evictd.lqGolden":                               "its golden file under testdata/, rewritten with -update",
 	"internal/scenario.TestScenariosMatchKubelet":       "the scenarios' golden files under testdata/, rewritten with -update",
+	"internal/scenario.TestProfileScenarios":            "the profile scenarios' golden files under testdata/profile/, rewritten with -update",
 	"internal/collect.mkdirs":                           "a fixture tree under the t.TempDir() its callers pass",
 	"internal/collect.write":                            "a fixture file under the t.TempDir() its callers pass",
 	"internal/collect.TestSummaryFailsLoudlyOnBadFiles": "removes a pod of its fixture tree (in a t.TempDir(), made by a helper)",

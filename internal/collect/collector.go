@@ -28,6 +28,9 @@ type Config struct {
 	NodeName string
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
+	// SysRoot is where /sys is mounted (default "/sys"): the huge page
+	// pools under kernel/mm/hugepages (see adjustForHugePages).
+	SysRoot string
 	// Hierarchy says where each controller lives (default: detected from
 	// <ProcRoot>/self/mountinfo).
 	Hierarchy *cgroup.Hierarchy
@@ -75,6 +78,12 @@ type Config struct {
 	// uptime and three pressure files. The agent sets it: it takes a
 	// Summary on every synchronize. `evictd stat --summary` does not.
 	EvictionOnly bool
+	// ProfileStats adds to an EvictionOnly Summary what the policy profile
+	// beyond the kubelet reads (docs/profile.md): the RSS of the node and of
+	// the "pods" cgroup (reclaim-first tells file pages from anonymous
+	// memory with it), and the swap of the node, the "pods" cgroup and each
+	// pod (swap-aware). A full Summary has them anyway.
+	ProfileStats bool
 }
 
 // Collector reads the live node. It is safe for concurrent use.
@@ -107,6 +116,9 @@ type cpuSample struct {
 func New(cfg Config) (*Collector, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
+	}
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName, _ = os.Hostname()
@@ -323,13 +335,20 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	// The root cgroup's limit is the machine's memory (cAdvisor's
 	// MemoryCapacity = MemTotal): available = capacity − working set,
 	// subtracted unsigned as the kubelet does (it wraps if ws > capacity).
+	hugePages, err := host.HugePagesBytes(c.cfg.SysRoot)
+	if err != nil {
+		return n, fmt.Errorf("node memory: huge pages: %w", err)
+	}
 	n.Memory = &statsapi.MemoryStats{
-		Time: now, AvailableBytes: u64(mi.MemTotal - root.WorkingSet), UsageBytes: u64(root.Usage),
+		Time: now, AvailableBytes: u64(adjustForHugePages(mi.MemTotal-root.WorkingSet, hugePages)), UsageBytes: u64(root.Usage),
 		WorkingSetBytes: u64(root.WorkingSet),
 	}
 	if full {
 		n.Memory.RSSBytes, n.Memory.PageFaults, n.Memory.MajorPageFaults = u64(root.RSS), u64(root.Pgfault), u64(root.Pgmajfault)
 		c.addNodeExtras(&n, mi, now)
+	} else if c.cfg.ProfileStats {
+		n.Memory.RSSBytes = u64(root.RSS)
+		n.Swap = nodeSwap(mi, now)
 	}
 
 	if c.podsCgroup != "" {
@@ -369,6 +388,33 @@ func (c *Collector) nodeStats(now metav1.Time) (statsapi.NodeStats, error) {
 	return n, nil
 }
 
+// adjustForHugePages is the kubelet v1.37's step of the same name
+// (pkg/kubelet/server/stats/summary.go, feature HugepageAwareEviction, beta
+// and on by default): the node's memory.available less the memory reserved
+// for huge pages of every size, floored at 0. MemTotal counts the huge page
+// pools, but the memory controller never charges hugetlb pages to the
+// working set, so without it a node with huge pages reserved looks that
+// much richer and is evicted on later than the kubelet would. Only the
+// node's figure: the "pods" container's (allocatableMemory.available) is
+// its cgroup's limit less its working set, which the kubelet leaves alone.
+//
+// The kubelet takes the sizes from the Node's hugepages-<size> capacity,
+// i.e. cAdvisor's machine info read when the kubelet started; evictd reads
+// the same files (nr_hugepages of each size) at every Summary, so the two
+// differ only while the pools were resized after the kubelet's start and
+// the kubelet has not been restarted (docs/kubelet-parity.md).
+func adjustForHugePages(available, hugePages uint64) uint64 {
+	if hugePages == 0 {
+		return available
+	}
+	if available > hugePages {
+		return available - hugePages
+	}
+	// The unadjusted figure still counts huge page memory that regular
+	// memory cannot use: below the reservation, regular memory is gone.
+	return 0
+}
+
 // addNodeExtras fills what a full Summary has beyond eviction's needs:
 // node CPU, PSI, IO pressure and swap.
 func (c *Collector) addNodeExtras(n *statsapi.NodeStats, mi host.Meminfo, now metav1.Time) {
@@ -385,9 +431,15 @@ func (c *Collector) addNodeExtras(n *statsapi.NodeStats, mi host.Meminfo, now me
 	if psi, err := host.ReadPressure(proc, "io"); err == nil {
 		n.IO = &statsapi.IOStats{Time: now, PSI: toPSI(psi)}
 	}
-	if mi.SwapTotal > 0 || mi.SwapFree > 0 {
-		n.Swap = &statsapi.SwapStats{Time: now, SwapAvailableBytes: u64(mi.SwapFree), SwapUsageBytes: u64(mi.SwapTotal - mi.SwapFree)}
+	n.Swap = nodeSwap(mi, now)
+}
+
+// nodeSwap is the node's swap from /proc/meminfo (nil without swap).
+func nodeSwap(mi host.Meminfo, now metav1.Time) *statsapi.SwapStats {
+	if mi.SwapTotal == 0 && mi.SwapFree == 0 {
+		return nil
 	}
+	return &statsapi.SwapStats{Time: now, SwapAvailableBytes: u64(mi.SwapFree), SwapUsageBytes: u64(mi.SwapTotal - mi.SwapFree)}
 }
 
 func (c *Collector) imageFsPath() string {
@@ -409,13 +461,39 @@ func (c *Collector) systemContainer(name, rel string, now metav1.Time) (statsapi
 		return statsapi.ContainerStats{}, err
 	}
 	if c.cfg.EvictionOnly {
-		return statsapi.ContainerStats{Name: name, Memory: evictionMemory(m, now)}, nil
+		sc := statsapi.ContainerStats{Name: name, Memory: evictionMemory(m, now)}
+		if c.cfg.ProfileStats {
+			sc.Memory.RSSBytes = u64(m.RSS)
+			sc.Swap = c.cgroupSwap(dir, m, now)
+		}
+		return sc, nil
 	}
-	sc := statsapi.ContainerStats{Name: name, StartTime: cgroupStartTime(dir), Memory: toMemory(m, now)}
+	sc := statsapi.ContainerStats{Name: name, StartTime: cgroupStartTime(dir), Memory: toMemory(m, now), Swap: c.cgroupSwap(dir, m, now)}
 	if c.cpuRoot != "" {
 		sc.CPU = c.cpuStats(c.cpuRoot+rel, now)
 	}
 	return sc, nil
+}
+
+// cgroupSwap is a cgroup's swap for the Summary: the usage and, on v2 with
+// a memory.swap.max below "max", what is left of it (nil when the kernel
+// does not account swap).
+func (c *Collector) cgroupSwap(dir string, m CgroupMemory, now metav1.Time) *statsapi.SwapStats {
+	d, err := cgroup.OpenDir(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	if readSwapAt(d, c.memVersion, &m) != nil || !m.HasSwap {
+		return nil
+	}
+	sw := &statsapi.SwapStats{Time: now, SwapUsageBytes: u64(m.Swap)}
+	if c.memVersion == 2 {
+		if max, err := v2.ReadMemorySwapMaxAt(d); err == nil && max != cgroup.Max && max >= m.Swap {
+			sw.SwapAvailableBytes = u64(max - m.Swap)
+		}
+	}
+	return sw
 }
 
 // toMemory converts a cgroup's memory to the Summary's, with availableBytes
@@ -540,6 +618,14 @@ func (c *Collector) podStats(w Workload, logDirs map[string]string, now metav1.T
 		}
 	} else {
 		p.Memory = evictionMemory(m, now)
+	}
+	if full || c.cfg.ProfileStats {
+		if err := readSwapAt(d, c.memVersion, &m); err != nil && !gone(err) {
+			return nil, err
+		}
+		if m.HasSwap {
+			p.Swap = &statsapi.SwapStats{Time: now, SwapUsageBytes: u64(m.Swap)}
+		}
 	}
 	var procs uint64
 	if full && c.memVersion == 2 {

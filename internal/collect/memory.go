@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/evictd/evictd/internal/cgroup"
@@ -22,6 +23,11 @@ type CgroupMemory struct {
 	// Pgfault and Pgmajfault are cAdvisor's ContainerData: the local
 	// pgfault/pgmajfault keys on v1, the (hierarchical) ones on v2.
 	Pgfault, Pgmajfault uint64
+	// Swap is the swap in use (v1: memory.stat's total_swap, present with
+	// swap accounting; v2: memory.swap.current, read only when asked for);
+	// HasSwap says it was read.
+	Swap    uint64
+	HasSwap bool
 	// Limit is memory.limit_in_bytes or memory.max (cgroup.Max for "max");
 	// set only when asked for.
 	Limit    uint64
@@ -59,6 +65,7 @@ func readCgroupMemoryAt(d *cgroup.Dir, version int, withLimit bool) (CgroupMemor
 		}
 		m.Usage, m.InactiveFile, m.WorkingSet = u, s.TotalInactiveFile, v1.WorkingSet(u, &s)
 		m.RSS, m.Pgfault, m.Pgmajfault = s.TotalRSS, s.Pgfault, s.Pgmajfault
+		m.Swap, m.HasSwap = s.Get("total_swap")
 		if withLimit {
 			if m.Limit, err = v1.ReadMemoryLimitInBytesAt(d); err != nil {
 				return m, err
@@ -103,6 +110,25 @@ func readRootMemory(dir string, version int) (CgroupMemory, error) {
 	u := s.Anon + s.File
 	return CgroupMemory{Usage: u, InactiveFile: s.InactiveFile, WorkingSet: v2.WorkingSet(u, &s),
 		RSS: s.Anon, Pgfault: s.Pgfault, Pgmajfault: s.Pgmajfault}, nil
+}
+
+// readSwapAt fills m's swap usage: on v2 from memory.swap.current (an extra
+// file, so only when asked for; a kernel without swap accounting leaves
+// HasSwap false), on v1 it came with memory.stat.
+func readSwapAt(d *cgroup.Dir, version int, m *CgroupMemory) error {
+	if version != 2 {
+		return nil
+	}
+	v, err := v2.ReadMemorySwapCurrentAt(d)
+	var ns *cgroup.NotSupportedError
+	switch {
+	case errors.As(err, &ns):
+		return nil
+	case err != nil:
+		return err
+	}
+	m.Swap, m.HasSwap = v, true
+	return nil
 }
 
 // ReadOOMKills returns how many processes of dir's cgroup subtree the kernel

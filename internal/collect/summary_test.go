@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func fixtureNode(t testing.TB) Config {
 	return Config{
 		NodeName:    "node-a",
 		ProcRoot:    proc,
+		SysRoot:     filepath.Join(base, "sys"), // no huge pages (TestSummaryHugePages adds some)
 		Hierarchy:   &cgroup.Hierarchy{Mode: cgroup.Legacy, V1: map[string]string{"memory": mem, "cpuacct": cpu}},
 		KubeletRoot: kubelet,
 		PodLogsRoot: logs,
@@ -310,5 +312,66 @@ func BenchmarkSummaryFixtureNode(b *testing.B) {
 		if _, err := c.Summary(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The kubelet's adjustForHugePages cases (summary_hugepages_test.go of
+// k8s.io/kubernetes v1.37.2), on evictd's step of the same name.
+func TestAdjustForHugePages(t *testing.T) {
+	const gi = 1 << 30
+	for _, c := range []struct {
+		name                      string
+		available, hugePages, out uint64
+	}{
+		{"no huge pages", 10000, 0, 10000},
+		{"subtracted", 10 * gi, 4 * gi, 6 * gi},
+		{"several sizes (summed by the caller)", 10 * gi, 2*gi + 1*gi, 7 * gi},
+		{"more than available: 0", 2 * gi, 4 * gi, 0},
+		{"equal: 0", 4 * gi, 4 * gi, 0},
+		// The kubelet subtracts unsigned: a working set above MemTotal
+		// wraps around, and the adjustment applies to the wrapped value.
+		{"wrapped", ^uint64(0) - 10, gi, ^uint64(0) - 10 - gi},
+	} {
+		if got := adjustForHugePages(c.available, c.hugePages); got != c.out {
+			t.Errorf("%s: adjustForHugePages(%d, %d) = %d, want %d", c.name, c.available, c.hugePages, got, c.out)
+		}
+	}
+}
+
+// With huge pages reserved the node's memory.available (and so its
+// capacity, available + working set, as the kubelet observes it) drops by
+// the pools' size, every size counted; the pods' allocatable figure does
+// not move; a pool file that cannot be read fails the Summary instead of
+// silently counting no huge pages.
+func TestSummaryHugePages(t *testing.T) {
+	cfg := fixtureNode(t)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := filepath.Join(cfg.SysRoot, "kernel/mm/hugepages")
+	write(t, filepath.Join(hp, "hugepages-2048kB/nr_hugepages"), "64\n")
+	write(t, filepath.Join(hp, "hugepages-1048576kB/nr_hugepages"), "1\n")
+	after, err := c.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reserved = 64*2<<20 + 1<<30
+	if got, want := *after.Node.Memory.AvailableBytes, *before.Node.Memory.AvailableBytes-reserved; got != want {
+		t.Errorf("node availableBytes %d with %d bytes of huge pages, want %d", got, uint64(reserved), want)
+	}
+	if *after.Node.Memory.WorkingSetBytes != *before.Node.Memory.WorkingSetBytes {
+		t.Errorf("working set moved: %d → %d", *before.Node.Memory.WorkingSetBytes, *after.Node.Memory.WorkingSetBytes)
+	}
+	if b, a := before.Node.SystemContainers[0].Memory, after.Node.SystemContainers[0].Memory; *a.AvailableBytes != *b.AvailableBytes {
+		t.Errorf("pods availableBytes moved: %d → %d (the kubelet adjusts the node's only)", *b.AvailableBytes, *a.AvailableBytes)
+	}
+	write(t, filepath.Join(hp, "hugepages-2048kB/nr_hugepages"), "lots\n")
+	if _, err := c.Summary(context.Background()); err == nil || !strings.Contains(err.Error(), "nr_hugepages") {
+		t.Errorf("a malformed nr_hugepages: error %v, want one naming the file", err)
 	}
 }

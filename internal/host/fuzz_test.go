@@ -51,6 +51,7 @@ func FuzzParseProcStat(f *testing.F) {
 	f.Add([]byte("1234 (hog) R 1 1234 1234 0 -1 4194560 98 0 0 0 1 0 0 0 20 0 3 0 100 0 0\n"))
 	f.Add([]byte("7 (a) b) (c) Z 1 7 7 0 -1 4227084 0 0\n"))
 	f.Add([]byte("9 (x) S 1 2 3 4 5 18446744073709551616\n"))
+	f.Add([]byte("1 (c) \xf1 0 0 0 0 0 419856009")) // a state byte that is not ASCII: refused
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseProcStat(strings.NewReader(string(b)))
 		var pe *ParseError
@@ -60,9 +61,12 @@ func FuzzParseProcStat(f *testing.F) {
 		if err != nil {
 			return
 		}
-		line := "1 (c) " + string(s.State) + " 0 0 0 0 0 " + strconv.FormatUint(s.Flags, 10)
+		if s.State <= ' ' || s.State > '~' {
+			t.Fatalf("state %q accepted from %q", s.State, b)
+		}
+		line := "1 (c) " + string([]byte{s.State}) + " 0 0 0 0 0 " + strconv.FormatUint(s.Flags, 10)
 		again, err := parseProcStat(strings.NewReader(line))
-		if s.State > ' ' && s.State != ')' && (err != nil || again != s) {
+		if s.State != ')' && (err != nil || again != s) {
 			t.Fatalf("%+v does not read back from %q: %+v %v", s, line, again, err)
 		}
 	})

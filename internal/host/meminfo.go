@@ -10,7 +10,9 @@ import (
 type Meminfo struct {
 	MemTotal, MemFree, MemAvailable, Buffers, Cached uint64
 	SwapTotal, SwapFree                              uint64
-	Entries                                          []MeminfoEntry
+	// HasMemAvailable: the file has MemAvailable (kernel 3.14+).
+	HasMemAvailable bool
+	Entries         []MeminfoEntry
 }
 
 // MeminfoEntry is one line; Bytes is the value ×1024 when the line had a
@@ -23,6 +25,12 @@ type MeminfoEntry struct {
 // ReadMeminfo reads <procRoot>/meminfo.
 func ReadMeminfo(procRoot string) (Meminfo, error) {
 	return readFile(procRoot+"/meminfo", "", parseMeminfo)
+}
+
+// ReadMeminfoFile reads a copy of /proc/meminfo saved at path (cat
+// /proc/meminfo > file on a node), for explaining that node's decision.
+func ReadMeminfoFile(path string) (Meminfo, error) {
+	return readFile(path, "", parseMeminfo)
 }
 
 func parseMeminfo(r io.Reader) (Meminfo, error) {
@@ -66,7 +74,7 @@ func parseMeminfo(r io.Reader) (Meminfo, error) {
 		case "MemFree":
 			m.MemFree = v
 		case "MemAvailable":
-			m.MemAvailable = v
+			m.MemAvailable, m.HasMemAvailable = v, true
 		case "Buffers":
 			m.Buffers = v
 		case "Cached":

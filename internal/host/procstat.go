@@ -44,7 +44,9 @@ func parseProcStat(r io.Reader) (ProcStat, error) {
 		return ProcStat{}, &ParseError{Line: 1, Token: trunc(b), Err: errFormat}
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 7 || len(f[0]) != 1 {
+	// The kernel's task states are ASCII letters (R, S, D, Z, T, t, X, I, …);
+	// anything else is not a stat line.
+	if len(f) < 7 || len(f[0]) != 1 || f[0][0] <= ' ' || f[0][0] > '~' {
 		return ProcStat{}, &ParseError{Line: 1, Token: trunc(b[i+1:]), Err: errFormat}
 	}
 	flags, err := parseUint(f[6])

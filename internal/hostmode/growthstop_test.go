@@ -233,7 +233,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 		t.Fatal("the killed agent's stop was undone by something else: the test shows nothing")
 	}
 	var logs bytes.Buffer
-	cfg, _ := policy.ConfigFromKubelet(memoryOnly)
+	cfg := memoryOnly(t)
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, StateFile: state, Log: logTo(&logs),
 		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
 	if err != nil {

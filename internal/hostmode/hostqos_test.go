@@ -10,25 +10,13 @@ import (
 	"testing"
 	"time"
 
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/memqos"
-	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
-
-// memoryOnly is the kubelet's default memory.available hard threshold alone,
-// for tests that run synchronizes on this host's real filesystems: with the
-// default disk thresholds too, a machine whose disk is more than 85% full
-// (imagefs.available<15%) is under DiskPressure and the agent evicts the
-// tests' workloads for it. (TestHostKeepsMemoryQoS failed so once the
-// shared machine's disk had 14% free: both hogs evicted by SIGTERM before
-// the test read their oom_score_adj.)
-var memoryOnly = &kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "100Mi"}}
 
 // TestHostKeepsMemoryQoS: with Options.MemoryQoS the host agent's
 // synchronize keeps the workloads' oom_score_adj (both versions) and, on
@@ -50,10 +38,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := policy.ConfigFromKubelet(memoryOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := memoryOnly(t)
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30

@@ -88,6 +88,7 @@ func New(o Options) (*Host, error) {
 		WorkloadRoot: rootRel,
 		// Every synchronize takes a Summary: read only what eviction uses.
 		EvictionOnly: true,
+		ProfileStats: agent.NeedsProfileStats(o.Policy.Profile),
 		PodRef: func(w collect.Workload) statsapi.PodReference {
 			rel := strings.TrimPrefix(path.Clean(w.Cgroup), rootRel+"/")
 			return statsapi.PodReference{Name: w.Name, Namespace: workload.Namespace, UID: string(workload.UID(rel))}
@@ -167,6 +168,10 @@ func New(o Options) (*Host, error) {
 		podSource = &protectedPods{Workloads: pods, Protector: prot}
 	}
 	stats := &Stats{Collector: wl, Pods: pods, RootRel: rootRel}
+	memRec, hostMem := agent.ProfileEdges(o.Policy.Profile, memRoot, root, v2, o.DryRun, "")
+	if o.Policy.Profile.ReclaimFirst && !v2 {
+		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 host memory evictions happen as the kubelet's")
+	}
 	ev := &Evictor{Killer: k}
 	var holder agent.Holder = ev
 	if o.NoGrowthStop {
@@ -174,6 +179,7 @@ func New(o Options) (*Host, error) {
 	}
 	a, err := agent.New(agent.Config{
 		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
+		MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
 		StopTimeout: o.StopTimeout,

@@ -51,10 +51,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	sb := sandboxtest.New(t, 0)
 	c, _ := sb.Child("small")
 	setLimit(t, sb, c, 32<<20)
-	cfg, err := policy.ConfigFromKubelet(memoryOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := memoryOnly(t)
 	var logs bytes.Buffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), Metrics: m,

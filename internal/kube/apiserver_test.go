@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -290,5 +292,70 @@ func TestRealPDB(t *testing.T) {
 	}
 	if deleting("strict") {
 		t.Fatal("strict: the pod was deleted despite --pdb-wait < 0")
+	}
+}
+
+// TestRealEvictionLoopEvent: with the profile's loop breaker, the second
+// eviction of a DaemonSet's pods records a loop; Kubernetes mode records
+// its EvictionLoop Event against the pod whose eviction closed it (the
+// node's Events are recorded against the Node, as the kubelet's).
+func TestRealEvictionLoopEvent(t *testing.T) {
+	srv := apiserver(t)
+	ns := "loop"
+	srv.Namespace(t, ns)
+	owned := func(p *v1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "uid-ds-agent", Controller: &yes}}
+	}
+	cfg := policy.Config{Thresholds: mustThresholds(t, "memory.available", "1Gi"), PressureTransitionPeriod: time.Minute,
+		LocalStorageCapacityIsolation: true, Features: policy.DefaultFeatureGates(), Profile: policy.Profile{LoopBreaker: true}}
+	eng, err := policy.NewEngine(cfg, policy.Filesystems{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := &NodeEvents{Client: srv.Client, Node: "node-a"}
+	t0 := time.Now()
+	var last agent.Record
+	for i, name := range []string{"agent-1", "agent-2"} {
+		pod := srv.RunningPod(t, testPod(ns, name, owned), "node-a")
+		now := t0.Add(time.Duration(i) * 30 * time.Second)
+		d := eng.Step(now, policy.Input{Summary: loopSummary(now, pod), Pods: []*v1.Pod{pod}})
+		if len(d.Evictions) != 1 {
+			t.Fatalf("step %d: evictions %+v", i, d.Evictions)
+		}
+		last = agent.Record{Time: now, Decision: d}
+		events.Record(last)
+	}
+	evs, err := srv.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("reason", policy.EvictionLoopReason).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 {
+		t.Fatalf("EvictionLoop events: %d, want 1 (decision events %+v)", len(evs.Items), last.Decision.Events)
+	}
+	x := evs.Items[0]
+	if x.InvolvedObject.Kind != "Pod" || x.InvolvedObject.Name != "agent-2" || x.Type != v1.EventTypeWarning ||
+		!strings.Contains(x.Message, "DaemonSet loop/agent") || x.Source.Component != Component {
+		t.Errorf("event %+v", x)
+	}
+}
+
+func mustThresholds(t *testing.T, signal, value string) []policy.Threshold {
+	t.Helper()
+	th, err := policy.ParseThresholdConfig(nil, map[string]string{signal: value}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th
+}
+
+// loopSummary: 500Mi available of 8Gi, the pod using 600Mi.
+func loopSummary(at time.Time, p *v1.Pod) *statsv1alpha1.Summary {
+	avail, ws, use := uint64(500<<20), uint64(8<<30-500<<20), uint64(600<<20)
+	return &statsv1alpha1.Summary{
+		Node: statsv1alpha1.NodeStats{Memory: &statsv1alpha1.MemoryStats{Time: metav1.NewTime(at), AvailableBytes: &avail, WorkingSetBytes: &ws}},
+		Pods: []statsv1alpha1.PodStats{{PodRef: statsv1alpha1.PodReference{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)},
+			Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: &use}}},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/policy"
 )
 
 // nodeEventRepeat is how often the same node Event is recorded again while
@@ -39,6 +40,10 @@ func (n *NodeEvents) Record(rec agent.Record) {
 		return
 	}
 	for _, ev := range rec.Decision.Events {
+		if ev.Reason == policy.EvictionLoopReason {
+			n.recordLoop(rec, ev)
+			continue
+		}
 		if ev.Object != "Node" {
 			continue
 		}
@@ -65,5 +70,32 @@ func (n *NodeEvents) Record(rec agent.Record) {
 	}
 	if len(rec.Decision.Met) == 0 {
 		n.lastMsg = "" // a new episode records again
+	}
+}
+
+// recordLoop records the loop breaker's EvictionLoop Event (policy profile
+// loop-breaker) against the pod whose eviction made the loop: it names the
+// controller, and the pod's own Events are where its eviction is.
+func (n *NodeEvents) recordLoop(rec agent.Record, ev policy.Event) {
+	var pod *policy.PodRef
+	for i := range rec.Decision.Evictions {
+		p := rec.Decision.Evictions[i].Pod
+		if p.Namespace+"/"+p.Name == ev.Object {
+			pod = &p
+		}
+	}
+	if pod == nil {
+		return
+	}
+	to := n.CallTimeout
+	if to <= 0 {
+		to = DefaultCallTimeout
+	}
+	ref := v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
+	err := createEvent(context.Background(), n.Client, func(ctx context.Context) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, to)
+	}, n.Node, ref, pod.Namespace, ev.Reason, ev.Message, nil, rec.Time)
+	if err != nil && n.Log != nil {
+		n.Log.Warn("recording the eviction loop event failed", "pod", ev.Object, "err", err)
 	}
 }

@@ -77,6 +77,39 @@ type Evictor struct {
 
 	mu      sync.Mutex
 	refused map[types.UID]time.Time // first PDB refusal per pod
+	evicted map[types.UID]time.Time // pods evictd evicted, for ownEvictionsKept
+}
+
+// ownEvictionsKept is how long the evictor remembers a pod it evicted, so
+// that the kubelet-eviction counter does not count it when the kubelet's
+// status update of the terminated pod arrives: far longer than any grace
+// period evictd gives plus the kubelet's status sync.
+const ownEvictionsKept = 30 * time.Minute
+
+// noteEvicted remembers that evictd evicted the pod, before its condition
+// is patched: from then on the pod looks evicted by the kubelet.
+func (e *Evictor) noteEvicted(uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if e.evicted == nil {
+		e.evicted = map[types.UID]time.Time{}
+	}
+	for u, at := range e.evicted {
+		if now.Sub(at) > ownEvictionsKept {
+			delete(e.evicted, u)
+		}
+	}
+	e.evicted[uid] = now
+}
+
+// Evicted reports whether evictd evicted the pod with this UID (in the last
+// ownEvictionsKept).
+func (e *Evictor) Evicted(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.evicted[uid]
+	return ok
 }
 
 var (
@@ -179,6 +212,7 @@ func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, e
 		return done(fmt.Errorf("eviction API: %w (%w)", err, agent.ErrUntouched))
 	}
 	e.forget(pod.UID)
+	e.noteEvicted(pod.UID)
 	e.record(ctx, pod, ev)
 	if ev.Immediate && e.Local != nil {
 		how, lerr := e.Local.wait(ctx, pod, grace)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -106,6 +107,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	st := &Stats{Log: o.Log}
 	cc := o.Collect
 	cc.NodeName = o.Node
+	cc.ProfileStats = agent.NeedsProfileStats(o.Policy.Profile)
 	col, err := st.NewCollector(cc)
 	if err != nil {
 		return nil, err
@@ -203,14 +205,26 @@ func New(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	if o.Metrics != nil {
+		observed := o.Metrics.KubeletEvictionsObserved()
+		ke := &kubeletEvictions{ours: n.Evictor.Evicted, seen: func(*v1.Pod) { observed.Inc() }}
+		if err := ke.watch(pods.Informer()); err != nil {
+			wk.Close()
+			return nil, err
+		}
+	}
 	onRecord := func(rec agent.Record) {
 		postNodeEvents(n.posts, events, rec)
 		if n.Shadow != nil {
 			n.Shadow.Record(rec)
 		}
 	}
+	memRec, hostMem := agent.ProfileEdges(o.Policy.Profile, memRoot, wc.PodsCgroup, v2, dry, cc.ProcRoot)
+	if o.Policy.Profile.ReclaimFirst && !v2 {
+		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 node memory evictions happen as the kubelet's")
+	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st,
+		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st, MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
 		StopTimeout: o.StopTimeout,

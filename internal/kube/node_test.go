@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	authzv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,8 +69,14 @@ func TestRealClusterRole(t *testing.T) {
 	installDeploy(t, srv)
 	user := kubetest.ServiceAccountUser(saToken, deployNamespace, deploySA)
 	check := func(verb, resource, sub, ns string) bool {
+		group, resource, _ := strings.Cut(resource, ".")
+		if resource == "" {
+			group, resource = "", group
+		} else {
+			group, resource = resource, group
+		}
 		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: user.Name, Groups: user.Groups,
-			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Resource: resource, Subresource: sub, Namespace: ns}}}
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: ns}}}
 		r, err := srv.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -80,6 +88,8 @@ func TestRealClusterRole(t *testing.T) {
 		{"create", "pods", "eviction", "any"}, {"delete", "pods", "", "any"}, {"patch", "pods", "status", "any"},
 		{"create", "events", "", "any"}, {"create", "events", "", "default"},
 		{"get", "nodes", "", ""}, {"get", "nodes", "stats", ""},
+		// The secure metrics endpoint's reviews of each scraper's token.
+		{"create", "tokenreviews.authentication.k8s.io", "", ""}, {"create", "subjectaccessreviews.authorization.k8s.io", "", ""},
 	} {
 		if !check(a.verb, a.res, a.sub, a.ns) {
 			t.Errorf("the ClusterRole does not allow %s %s/%s (evictd needs it)", a.verb, a.res, a.sub)
@@ -188,7 +198,9 @@ func TestRealKubernetesMode(t *testing.T) {
 	srv, ns, hogProc, pause, logs := s.srv, s.ns, s.hogProc, s.pause, s.logs
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := New(ctx, s.options())
+	o := s.options()
+	o.Metrics = agent.NewMetrics()
+	n, err := New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +226,16 @@ func TestRealKubernetesMode(t *testing.T) {
 		}
 		return false
 	})
+	// evictd's own eviction carries the kubelet's condition, but is not
+	// one of the kubelet's: the informer has seen the condition (evictd
+	// patched it after noting the pod), and the counter stays at 0.
+	waitUntil(t, "the informer to see the condition", func() bool {
+		p, ok, _ := n.Pods.Informer().GetStore().GetByKey(ns + "/hog")
+		return ok && EvictedByKubelet(p.(*v1.Pod))
+	})
+	if got := counterValue(t, o.Metrics.KubeletEvictionsObserved()); got != 0 {
+		t.Errorf("evictd_kubelet_evictions_observed_total = %v after evictd's own eviction, want 0", got)
+	}
 	_ = hogProc.Cmd.Process.Kill()
 	_ = pause.Cmd.Process.Kill()
 	zero := int64(0)
@@ -270,6 +292,7 @@ func TestRealShadowMode(t *testing.T) {
 	defer cancel()
 	o := s.options()
 	o.Shadow = true
+	o.Metrics = agent.NewMetrics()
 	n, err := New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -295,6 +318,9 @@ func TestRealShadowMode(t *testing.T) {
 	if r := reps[0]; r.Pod.Name != "hog" || !r.Decided || r.Lead < time.Second {
 		t.Errorf("shadow report %+v, want hog, decided, lead ≥ 1 s", r)
 	}
+	waitUntil(t, "evictd_kubelet_evictions_observed_total 1", func() bool {
+		return counterValue(t, o.Metrics.KubeletEvictionsObserved()) == 1
+	})
 	// The log line follows the report (Shadow logs after it publishes).
 	waitUntil(t, "the shadow log line", func() bool { return strings.Contains(s.logs.String(), "shadow: the kubelet evicted a pod") })
 	// The kubelet's eviction wakes evictd, which decides again at once (as
@@ -440,4 +466,13 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(es)
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

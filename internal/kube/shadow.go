@@ -124,6 +124,52 @@ func (s *Shadow) observe(p *v1.Pod) {
 	}
 }
 
+// kubeletEvictions reports, once per pod, each pod on this node that the
+// kubelet's eviction manager evicted, as the informer sees it: in shadow mode
+// the kubelet's evictions are expected, in any other mode each one is an
+// eviction the kubelet made before evictd did (evictd's alert
+// EvictdKubeletEvictedFirst). Pods evictd evicted itself are not counted:
+// their DisruptionTarget condition is evictd's copy of the kubelet's.
+type kubeletEvictions struct {
+	ours func(types.UID) bool // evictd evicted this pod
+	seen func(*v1.Pod)
+
+	mu       sync.Mutex
+	reported map[types.UID]bool
+}
+
+func (k *kubeletEvictions) watch(inf cache.SharedIndexInformer) error {
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			p, ok := obj.(*v1.Pod)
+			if !ok || !EvictedByKubelet(p) || (k.ours != nil && k.ours(p.UID)) {
+				return
+			}
+			k.mu.Lock()
+			if k.reported == nil {
+				k.reported = map[types.UID]bool{}
+			}
+			first := !k.reported[p.UID]
+			k.reported[p.UID] = true
+			k.mu.Unlock()
+			if first {
+				k.seen(p)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				k.mu.Lock()
+				delete(k.reported, p.UID)
+				k.mu.Unlock()
+			}
+		},
+	})
+	return err
+}
+
 // EvictedByKubelet reports whether the kubelet's eviction manager evicted
 // pod: phase Failed with reason Evicted, or (a container that exited 0 on
 // SIGTERM leaves the pod Succeeded) the DisruptionTarget condition with

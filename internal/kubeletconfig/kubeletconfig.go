@@ -164,6 +164,25 @@ func Read(src Source) (*Config, error) {
 	return c, nil
 }
 
+// ParseConfigz reads a kubelet's /configz document fetched from the node
+// (name names it in errors and Describe): the configuration the kubelet
+// runs with, final as Read makes a /configz dump. A document that is not a
+// /configz dump is refused: a plain KubeletConfiguration from a kubelet's
+// endpoint would mean the defaults had not been applied.
+func ParseConfigz(data []byte, name string) (*Config, error) {
+	doc, err := load.ParseKubeletDocument(data, name)
+	if err != nil {
+		return nil, err
+	}
+	if !doc.Configz {
+		return nil, fmt.Errorf("%s: not a /configz document (no %q object)", name, load.ConfigzKey)
+	}
+	c := &Config{Kubelet: doc.Config, Present: doc.Present, Warnings: doc.Warnings, Configz: true, Final: true,
+		FileKind: doc.Config.Kind, FileAPIVersion: doc.Config.APIVersion, Files: []string{name}, src: Source{File: name}}
+	finalize(c.Kubelet)
+	return c, nil
+}
+
 // mergeDropIns is the kubelet's mergeKubeletConfigurations: the
 // configuration so far as JSON (encoding/json, the v1beta1 type), each
 // drop-in applied as an RFC 7386 JSON merge patch (evanphx/json-patch, the

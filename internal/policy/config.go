@@ -137,6 +137,10 @@ type Config struct {
 	KernelMemcgNotification bool `json:"kernelMemcgNotification"`
 	// Features are the feature gates that matter to eviction.
 	Features FeatureGates `json:"features"`
+	// Profile selects behaviours beyond the kubelet (zero: none, the
+	// kubelet's decisions). ConfigFromKubelet leaves it zero: it is
+	// evictd's setting, not the kubelet's.
+	Profile Profile `json:"profile,omitzero"`
 }
 
 // FieldError is a configuration error that names the field path and value.

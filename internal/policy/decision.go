@@ -91,6 +91,11 @@ type Candidate struct {
 	ProcessCount uint64 `json:"processCount,omitempty"`
 	// Critical pods are ranked like any other but never evicted.
 	Critical bool `json:"critical,omitempty"`
+	// Swap is the pod's swap usage, counted in Usage with Profile.SwapAware.
+	Swap *resource.Quantity `json:"swap,omitempty"`
+	// Looping: the pod's controller is in an eviction loop on this node, so
+	// the pod ranks after the others (Profile.LoopBreaker).
+	Looping bool `json:"looping,omitempty"`
 }
 
 // Eviction is one pod the kubelet would kill, with everything it records.
@@ -105,7 +110,8 @@ type Eviction struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Condition is the DisruptionTarget condition (threshold evictions only).
 	Condition *v1.PodCondition `json:"condition,omitempty"`
-	// Signal is the kubelet_evictions metric label: a signal name, or
+	// Signal is the kubelet's kubelet_evictions metric label (evictd's
+	// evictd_evictions_total has the same): a signal name, or
 	// emptydirfs.limit, ephemeralpodfs.limit, ephemeralcontainerfs.limit.
 	Signal string `json:"signal"`
 	// Limit is true for local-storage limit evictions.
@@ -166,6 +172,14 @@ type Decision struct {
 	ReclaimSufficient bool `json:"reclaimSufficient,omitempty"`
 	// AfterReclaim are the observations of the second look.
 	AfterReclaim []Observation `json:"afterReclaim,omitempty"`
+	// MemoryReclaim is set with Profile.ReclaimFirst when Reclaim holds
+	// ReclaimMemory: what to ask the kernel to reclaim before evicting.
+	MemoryReclaim *MemoryReclaim `json:"memoryReclaim,omitempty"`
+	// NodeMemory shows the node memory figures side by side (nil when the
+	// Summary has no node memory).
+	NodeMemory *NodeMemory `json:"nodeMemory,omitempty"`
+	// Loops are the loop breaker's eviction loops after this synchronize.
+	Loops []Loop `json:"loops,omitempty"`
 	// Candidates ranked for Signal.
 	Candidates []Candidate `json:"candidates"`
 	// Evictions: the pod(s) killed this cycle (several only for limit evictions).

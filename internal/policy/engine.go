@@ -39,7 +39,9 @@ type Engine struct {
 	lastObs       *observations                      // lastObservations
 
 	pending *pendingReclaim
-	facts   factsCache
+	// loops is the loop breaker's memory (Profile.LoopBreaker; empty otherwise).
+	loops loopBook
+	facts factsCache
 	// Buffers reused from one synchronize to the next (only the pending
 	// reclaim holds on to them, and the next Step drops it first).
 	statsBuf map[string]*statsv1alpha1.PodStats
@@ -80,6 +82,7 @@ func NewEngine(cfg Config, fs Filesystems) (*Engine, error) {
 		fs:       fs,
 		base:     append([]Threshold(nil), cfg.Thresholds...),
 		condLast: map[v1.NodeConditionType]time.Time{},
+		loops:    loopBook{},
 	}
 	e.thresholds = e.base
 	return e, nil
@@ -115,8 +118,16 @@ func newDecision(now time.Time) Decision {
 // (byEvictionPriority, getReclaimableThreshold, the node-level reclaim
 // functions), rank and pick (evict).
 func (e *Engine) Step(now time.Time, in Input) Decision {
+	return e.StepHost(now, in, nil)
+}
+
+// StepHost is Step with the node's /proc/meminfo figures (nil: not read).
+// The kubelet never reads them: they change a decision only with
+// Profile.MemAvailable, and the Decision shows them beside the kubelet's
+// figure (NodeMemory).
+func (e *Engine) StepHost(now time.Time, in Input, host *HostMemory) (d Decision) {
 	e.pending = nil
-	d := newDecision(now)
+	d = newDecision(now)
 
 	if len(e.thresholds) == 0 && !e.cfg.LocalStorageCapacityIsolation {
 		d.Notes = append(d.Notes, "no thresholds and localStorageCapacityIsolation off: the eviction manager does nothing")
@@ -135,7 +146,7 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	}
 
 	// observe
-	obs := makeObservations(in.Summary)
+	obs := e.observe(in.Summary, host, &d)
 	d.Observations = obs.list()
 	stats, facts := e.podInputs(in)
 
@@ -153,6 +164,10 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	conditions := nodeConditionsObservedSince(condLast, e.cfg.PressureTransitionPeriod, now)
 	graceMet := thresholdsMetGracePeriod(firstObserved, now)
 	e.explainMet(&d, firstObserved, fresh, obs, now)
+	if e.cfg.Profile.LoopBreaker {
+		e.loops.expire(now, len(met) > 0, e.cfg.Profile.loopWindow())
+		defer func() { d.Loops = e.loops.list() }()
+	}
 
 	// the kubelet's state update, then the stale-stats filter: act only on
 	// thresholds whose stats are newer than the previous synchronize's
@@ -179,6 +194,9 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 	// reclaim decision: the kubelet sorts the thresholds by eviction
 	// priority and reclaims the resource of the first
 	sort.Sort(byEvictionPriority(actionable))
+	if e.cfg.Profile.HardPreemptsSoft {
+		preferHard(actionable)
+	}
 	deciding, resource, ok := getReclaimableThreshold(actionable)
 	if !ok { // never: every valid signal names a resource
 		return d
@@ -189,7 +207,14 @@ func (e *Engine) Step(now time.Time, in Input) Decision {
 			" (split filesystem with KubeletSeparateDiskGC off): nothing evicted")
 		return d
 	}
-	if funcs := reclaimFor(deciding.Signal, e.fs); len(funcs) > 0 {
+	funcs := reclaimFor(deciding.Signal, e.fs)
+	if len(funcs) == 0 && e.cfg.Profile.ReclaimFirst {
+		if mr := memoryReclaimFor(actionable, in.Summary, obs); mr != nil {
+			d.MemoryReclaim = mr
+			funcs = []string{ReclaimMemory}
+		}
+	}
+	if len(funcs) > 0 {
 		d.Reclaim = funcs
 		d.ReclaimPending = true
 		e.pending = &pendingReclaim{decision: d, pods: in.Pods, facts: facts, stats: stats, thresholds: actionable, obs: obs, deciding: deciding}
@@ -439,6 +464,12 @@ func getReclaimableThreshold(thresholds []Threshold) (Threshold, v1.ResourceName
 // with its minimum reclaim; if none is met no pod is evicted, otherwise pods
 // are ranked with the stats of the original synchronize.
 func (e *Engine) Reclaimed(now time.Time, fresh *statsv1alpha1.Summary) Decision {
+	return e.ReclaimedHost(now, fresh, nil)
+}
+
+// ReclaimedHost is Reclaimed with the node's /proc/meminfo figures read
+// after the reclaim (Input.Host; they matter with Profile.MemAvailable).
+func (e *Engine) ReclaimedHost(now time.Time, fresh *statsv1alpha1.Summary, host *HostMemory) Decision {
 	p := e.pending
 	e.pending = nil
 	if p == nil {
@@ -450,7 +481,7 @@ func (e *Engine) Reclaimed(now time.Time, fresh *statsv1alpha1.Summary) Decision
 	if fresh == nil {
 		d.Notes = append(d.Notes, "no stats after node-level reclaim: evicting")
 	} else {
-		obs := makeObservations(fresh)
+		obs := e.observe(fresh, host, nil)
 		d.AfterReclaim = obs.list()
 		if len(thresholdsMet(e.thresholds, obs, true)) == 0 {
 			d.ReclaimSufficient = true
@@ -458,6 +489,9 @@ func (e *Engine) Reclaimed(now time.Time, fresh *statsv1alpha1.Summary) Decision
 		}
 	}
 	e.evict(&d, p.pods, p.facts, p.stats, p.thresholds, p.obs, p.deciding)
+	if e.cfg.Profile.LoopBreaker {
+		d.Loops = e.loops.list()
+	}
 	return d
 }
 
@@ -467,29 +501,8 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map
 		d.Notes = append(d.Notes, "eviction thresholds have been met, but no pods are active to evict")
 		return
 	}
-	ranked := rankPodsInto(&e.rankBuf, pods, facts, stats, deciding.Signal, e.fs)
-	kind, _, _ := rankFor(deciding.Signal, e.fs)
-	// one backing array for the candidates' quantities instead of 3 allocations each
-	qs := make([]resource.Quantity, 3*ranked.len())
-	d.Candidates = make([]Candidate, 0, ranked.len())
-	for r := 0; r < ranked.len(); r++ {
-		k := ranked.at(r)
-		c := Candidate{Rank: r + 1, Pod: refOf(k.pod), HasStats: k.found, Priority: k.priority, Critical: facts[ranked.order[r]].critical}
-		switch kind {
-		case rankPID:
-			c.ProcessCount = k.procs
-			c.Usage = resource.NewQuantity(int64(k.procs), resource.DecimalSI)
-		default:
-			c.ExceedsRequest = k.exceeds
-			qs[3*r] = k.request
-			c.Request = &qs[3*r]
-			if k.found {
-				qs[3*r+1], qs[3*r+2] = k.usage, k.delta
-				c.Usage, c.UsageMinusRequest = &qs[3*r+1], &qs[3*r+2]
-			}
-		}
-		d.Candidates = append(d.Candidates, c)
-	}
+	ranked := e.rank(pods, facts, stats, deciding.Signal, &e.rankBuf)
+	d.Candidates = candidatesOf(ranked, facts, deciding.Signal, e.fs)
 	res := signalToResource[deciding.Signal]
 	for r := 0; r < ranked.len(); r++ {
 		pod := ranked.at(r).pod
@@ -515,6 +528,9 @@ func (e *Engine) evict(d *Decision, pods []*v1.Pod, facts []*podFacts, stats map
 			Message:            msg,
 		}
 		e.record(d, pod, grace, msg, ann, cond, string(deciding.Signal), deciding.Hard())
+		if e.cfg.Profile.LoopBreaker {
+			e.noteLoop(d, pod, d.Now)
+		}
 		return
 	}
 	d.Notes = append(d.Notes, "unable to evict any pods from the node")

@@ -118,7 +118,10 @@ type ResolvedThreshold struct {
 	Quantity resource.Quantity
 }
 
-// Resolve resolves the engine's thresholds (Thresholds) against a Summary,
+// Resolve resolves the engine's thresholds (Thresholds) against a Summary
+// (with the profile's observations: free swap counts with swap-aware;
+// MemAvailable is not known here, so memavailable resolves on the kubelet's
+// figure),
 // in order, leaving out those whose signal the Summary does not observe. It
 // is for callers that act on the engine's numbers between synchronizes (the
 // agent's kernel wake-ups register the threshold with the kernel and poll
@@ -128,7 +131,9 @@ func (e *Engine) Resolve(s *statsv1alpha1.Summary) []ResolvedThreshold {
 	if s == nil {
 		return nil
 	}
-	obs := makeObservations(s)
+	// The profile's observations (swap-aware headroom); in the kubelet
+	// profile they are makeObservations'.
+	obs := e.observe(s, nil, nil)
 	out := make([]ResolvedThreshold, 0, len(e.thresholds))
 	for _, t := range e.thresholds {
 		o, ok := obs.get(t.Signal)

@@ -101,6 +101,7 @@ const (
 // sort algorithm, the same order) at a fraction of the cost.
 type rankKey struct {
 	pod      *v1.Pod
+	demoted  bool // Profile.LoopBreaker: ranked after every pod that is not
 	found    bool
 	exceeds  bool
 	priority int32
@@ -108,6 +109,7 @@ type rankKey struct {
 	request  resource.Quantity
 	delta    resource.Quantity // usage minus request
 	procs    uint64
+	swap     int64 // Profile.SwapAware: swap usage counted in usage (-1: none reported)
 }
 
 // cmpBool places true before false.
@@ -136,6 +138,12 @@ func (r *rankSorter) Swap(i, j int) { r.order[i], r.order[j] = r.order[j], r.ord
 // Less is the kubelet's multiSorter.Less over its compare chains.
 func (r *rankSorter) Less(i, j int) bool {
 	a, b := &r.keys[r.order[i]], &r.keys[r.order[j]]
+	// The loop breaker's tier comes before the kubelet's keys. In the
+	// kubelet profile no pod is demoted, so this never decides and the
+	// kubelet's sequence of comparisons is unchanged.
+	if a.demoted != b.demoted {
+		return b.demoted
+	}
 	statsCmp := func() (int, bool) {
 		if !a.found || !b.found {
 			return cmpBool(!a.found, !b.found), true
@@ -325,6 +333,20 @@ func rankPods(pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1
 // rankPodsInto is rankPods reusing buf's storage (the engine keeps it
 // between synchronizes; a ranked result is only read before the next one).
 func rankPodsInto(buf *ranked, pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems) ranked {
+	return rankPodsWith(buf, pods, facts, stats, s, fs, rankOptions{})
+}
+
+// rankOptions are the profile's changes to a ranking (zero: the kubelet's).
+type rankOptions struct {
+	// swap counts a pod's swap usage as memory usage (Profile.SwapAware).
+	swap bool
+	// demoted, when set, says which pods rank after the others
+	// (Profile.LoopBreaker); i indexes pods.
+	demoted func(i int) bool
+}
+
+// rankPodsWith is rankPodsInto with the profile's options.
+func rankPodsWith(buf *ranked, pods []*v1.Pod, facts []*podFacts, stats map[string]*statsv1alpha1.PodStats, s Signal, fs Filesystems, opt rankOptions) ranked {
 	kind, measure, res := rankFor(s, fs)
 	var keys []rankKey
 	var order []int32
@@ -339,6 +361,10 @@ func rankPodsInto(buf *ranked, pods []*v1.Pod, facts []*podFacts, stats map[stri
 		k := &keys[i]
 		k.pod = p
 		k.priority = f.priority
+		k.swap = -1
+		if opt.demoted != nil {
+			k.demoted = opt.demoted(i)
+		}
 		ps, found := stats[string(p.UID)]
 		k.found = found
 		switch kind {
@@ -346,6 +372,10 @@ func rankPodsInto(buf *ranked, pods []*v1.Pod, facts []*podFacts, stats map[stri
 			k.request = f.memRequest
 			if found {
 				k.usage = memoryUsage(ps.Memory)
+				if opt.swap && ps.Swap != nil && ps.Swap.SwapUsageBytes != nil {
+					k.swap = int64(*ps.Swap.SwapUsageBytes)
+					k.usage.Add(*resource.NewQuantity(k.swap, resource.BinarySI))
+				}
 				k.exceeds = k.usage.Cmp(k.request) == 1
 				k.delta = k.usage.DeepCopy()
 				k.delta.Sub(k.request)

@@ -32,6 +32,8 @@ type State struct {
 	NodeConditions []v1.NodeConditionType `json:"nodeConditions"`
 	// LastObservations of the last synchronize (the stale-stats filter).
 	LastObservations []Observation `json:"lastObservations"`
+	// Loops: the loop breaker's evictions and loops (Profile.LoopBreaker).
+	Loops []Loop `json:"loops,omitempty"`
 }
 
 // ThresholdRef names a threshold of the engine's effective list by the
@@ -88,6 +90,9 @@ func (e *Engine) State() State {
 	}
 	if e.lastObs != nil {
 		s.LastObservations = e.lastObs.list()
+	}
+	if len(e.loops) > 0 {
+		s.Loops = e.loops.list()
 	}
 	return s
 }
@@ -164,7 +169,18 @@ func (e *Engine) Restore(s State) error {
 
 	e.synced, e.splitBroken = s.Synced, s.SplitFsWithoutGate
 	e.thresholds = th
+	loops := loopBook{}
+	for _, l := range s.Loops {
+		if l.UID == "" {
+			return fmt.Errorf("restore: loop of %q has no controller UID", l.Controller)
+		}
+		c := l
+		c.Evictions = append([]LoopEviction(nil), l.Evictions...)
+		loops[l.UID] = &c
+	}
+
 	e.firstObserved, e.met, e.lastObs, e.condLast, e.conditions = first, met, last, condLast, conds
+	e.loops = loops
 	e.pending = nil
 	return nil
 }

@@ -39,6 +39,9 @@ type Evicted struct {
 type RunOptions struct {
 	// Verbose attaches each step's full Decision.
 	Verbose bool
+	// Profile is the policy profile (zero: the kubelet's, which the parity
+	// tier compares with the kubelet).
+	Profile policy.Profile
 }
 
 // Run drives a fresh engine through the scenario: one Step per step, the
@@ -50,6 +53,7 @@ func Run(s *Scenario, opt RunOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Profile = opt.Profile
 	eng, err := policy.NewEngine(cfg, s.Filesystems)
 	if err != nil {
 		return nil, err
@@ -65,14 +69,14 @@ func Run(s *Scenario, opt RunOptions) (*Result, error) {
 				pods = append(pods, p)
 			}
 		}
-		d := eng.Step(now, policy.Input{Summary: st.Summary, Pods: pods})
+		d := eng.StepHost(now, policy.Input{Summary: st.Summary, Pods: pods}, st.Meminfo)
 		reclaim := d.Reclaim
 		if d.ReclaimPending {
 			after := st.AfterReclaim
 			if after == nil {
 				after = st.Summary
 			}
-			d = eng.Reclaimed(now, after)
+			d = eng.ReclaimedHost(now, after, st.Meminfo)
 		}
 		sr := StepResult{
 			At:                st.At.String(),

@@ -11,6 +11,8 @@
 //	  summary: {...}       # a Summary object, or a path
 //	  pods: {...}          # a PodList, list of Pods or Pod, or a path; required in the first step
 //	  afterReclaim: {...}  # optional: the Summary seen after node-level reclaim ran
+//	  meminfo: {memTotalBytes: N, memAvailableBytes: N}  # optional: /proc/meminfo's figures; the
+//	                       # kubelet never reads them, evictd's memavailable profile does
 //
 // Decoding is strict (load.Decode, as for every input file): an unknown
 // field, a duplicate key, a second YAML document, a malformed value or a
@@ -60,6 +62,9 @@ type Step struct {
 	// AfterReclaim is the Summary seen after node-level reclaim; nil means
 	// reclaim freed nothing (the step's Summary is seen again).
 	AfterReclaim *statsv1alpha1.Summary
+	// Meminfo is the node's /proc/meminfo figures (nil: not given). Only
+	// the memavailable profile reads them (docs/profile.md).
+	Meminfo *policy.HostMemory
 }
 
 // maxSteps bounds a scenario so that a hostile file cannot exhaust memory
@@ -73,10 +78,11 @@ type rawScenario struct {
 }
 
 type rawStep struct {
-	At           *string         `json:"at"`
-	Summary      json.RawMessage `json:"summary"`
-	Pods         json.RawMessage `json:"pods"`
-	AfterReclaim json.RawMessage `json:"afterReclaim"`
+	At           *string            `json:"at"`
+	Summary      json.RawMessage    `json:"summary"`
+	Pods         json.RawMessage    `json:"pods"`
+	AfterReclaim json.RawMessage    `json:"afterReclaim"`
+	Meminfo      *policy.HostMemory `json:"meminfo"`
 }
 
 // LoadFile reads and decodes a scenario file, refusing one above the input
@@ -157,6 +163,16 @@ func Parse(data []byte, name string) (*Scenario, error) {
 			return nil, err
 		}
 		step.Pods = pods
+		if m := st.Meminfo; m != nil {
+			switch {
+			case m.MemTotalBytes == 0:
+				return nil, fail(p+".meminfo.memTotalBytes", "0", errors.New("required and positive"))
+			case m.MemAvailableBytes > m.MemTotalBytes:
+				return nil, fail(p+".meminfo.memAvailableBytes", strconv.FormatUint(m.MemAvailableBytes, 10),
+					fmt.Errorf("more than memTotalBytes (%d)", m.MemTotalBytes))
+			}
+			step.Meminfo = m
+		}
 		s.Steps = append(s.Steps, step)
 	}
 	return s, nil

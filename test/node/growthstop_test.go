@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/test/node"
 )
@@ -68,7 +69,7 @@ func TestGrowthStopOnNode(t *testing.T) {
 	var uid string
 	var dirs, ids []string
 	var failcnt uint64
-	memRoot, _ := col.MemoryRoot()
+	memRoot, version := col.MemoryRoot()
 	c.WaitFor(t, 180*time.Second, "the hog's end", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -86,7 +87,7 @@ func TestGrowthStopOnNode(t *testing.T) {
 			}
 		}
 		for _, d := range dirs {
-			if n, err := cgroupv1.ReadMemoryFailcnt(d); err == nil && n > failcnt {
+			if n, err := limitHits(d, version); err == nil && n > failcnt {
 				failcnt = n
 			}
 		}
@@ -122,7 +123,12 @@ func TestGrowthStopOnNode(t *testing.T) {
 			t.Errorf("evictd saw a kernel OOM kill: %s", line)
 		}
 	}
-	if !strings.Contains(evictedLine, "growth_stopped=memory.limit_in_bytes+oom_kill_disable") {
+	// The stop as this cgroup version makes it: v1 has no memory.high.
+	wantStop := "growth_stopped=memory.limit_in_bytes+oom_kill_disable"
+	if version == 2 {
+		wantStop = "growth_stopped=memory.high"
+	}
+	if !strings.Contains(evictedLine, wantStop) {
 		t.Fatalf("evictd's eviction line does not say it stopped the hog's growth: %q", evictedLine)
 	}
 	t.Logf("evictd: %s", evictedLine)
@@ -144,7 +150,7 @@ func TestGrowthStopOnNode(t *testing.T) {
 		}
 	}
 	// Nothing left: cgroups, containerd's containers and tasks, shims.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Duration(c.TimeoutScale) * 60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		left := leftOf(t, c, uid, dirs, ids)
 		if left == "" {
 			break
@@ -153,6 +159,17 @@ func TestGrowthStopOnNode(t *testing.T) {
 			t.Fatalf("60 s after the hog's pod went: %s", left)
 		}
 	}
+}
+
+// limitHits is the kernel's count of the times the pod cgroup's memory hit
+// a limit: memory.failcnt on v1 (charges refused at memory.limit_in_bytes),
+// the high and max events of memory.events on v2 (the stop is memory.high).
+func limitHits(dir string, version int) (uint64, error) {
+	if version == 2 {
+		ev, err := cgroupv2.ReadMemoryEvents(dir)
+		return ev.High + ev.Max, err
+	}
+	return cgroupv1.ReadMemoryFailcnt(dir)
 }
 
 // leftOf says what is left of an ended pod on the node: its cgroups in any
@@ -193,7 +210,7 @@ func eventTime(e corev1.Event) time.Time {
 // ctr runs the node's containerd client in the k8s.io namespace.
 func ctr(t *testing.T, c *node.Cluster, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "ctr", append([]string{"-a", c.Containerd, "--timeout", "20s", "-n", "k8s.io"}, args...)...).CombinedOutput()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
@@ -27,7 +28,7 @@ import (
 // kubectl runs the node's kubectl as admin.
 func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout", "20s"}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -37,19 +38,24 @@ func kubectl(t testing.TB, c *node.Cluster, args ...string) string {
 	return string(out)
 }
 
-// installEvictd installs evictd as a user does, `kubectl apply -k
-// deploy/kubernetes/`, with the two settings this test node needs: the
-// kubelet's configuration is not at /var/lib/kubelet/config.yaml but in the
-// run's directory, and the node runs no kube-proxy, so the in-cluster
-// address of the API server (the kubernetes Service's cluster IP) does not
-// answer: the pod is pointed at the API server's loopback address. It
-// waits for evictd to run and removes it when the test ends. It returns
-// evictd's log file on the node. args are added to evictd's.
+// installEvictd installs evictd as a user does with kustomize: `kubectl
+// apply -k` of an overlay of deploy/kubernetes/ (kustomizeOverlay) into
+// kube-system, whose PodSecurity admission is set to enforce the level the
+// docs state. The overlay sets the image to the one `make image` built
+// (imported into the node as evictd.local/evictd:node) and the two settings
+// this test node needs: the kubelet's configuration is not at
+// /var/lib/kubelet/config.yaml but in the run's directory, and the node
+// runs no kube-proxy, so the in-cluster address of the API server (the
+// kubernetes Service's cluster IP) does not answer: the pod is pointed at
+// the API server's loopback address. args are added to evictd's. It waits
+// for the rollout (the pod Ready: /readyz) and for evictd to run, removes it
+// when the test ends, and returns evictd's log file on the node.
 func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 	t.Helper()
-	kubectl(t, c, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
+	kubectl(t, c, "label", "--overwrite", "namespace", "kube-system", "pod-security.kubernetes.io/enforce="+podSecurityLevel, "pod-security.kubernetes.io/enforce-version=latest")
+	kubectl(t, c, "apply", "-k", kustomizeOverlay(t, c, args...))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*60*time.Second)
 		defer cancel()
 		_ = exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "delete", "-k", filepath.Join("..", "..", "deploy", "kubernetes"), "--wait=true").Run()
 		c.WaitFor(t, 60*time.Second, "evictd's pod gone", func(ctx context.Context) (bool, error) {
@@ -70,16 +76,14 @@ func installEvictd(t testing.TB, c *node.Cluster, args ...string) string {
 			}
 		}
 	})
-	host := strings.TrimPrefix(c.Config.Host, "https://")
-	addr, port, _ := strings.Cut(host, ":")
-	kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
-		fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/volumes/1/hostPath/path","value":%q}]`, filepath.Join(c.Dir, "kubelet.yaml")))
-	kubectl(t, c, "-n", "kube-system", "set", "env", "daemonset/evictd", "KUBERNETES_SERVICE_HOST="+addr, "KUBERNETES_SERVICE_PORT="+port)
-	for _, a := range args {
-		kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "evictd", "--type=json", "-p",
-			fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":%q}]`, a))
+	// The rollout waits for the pod to be Ready, which its startup probe
+	// allows up to 3 min: longer than kubectl's 60 s here.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.TimeoutScale)*200*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig, "-n", "kube-system",
+		"rollout", "status", "daemonset/evictd", fmt.Sprintf("--timeout=%ds", 180*c.TimeoutScale)).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl rollout status daemonset/evictd: %v\n%s", err, out)
 	}
-	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/evictd", "--timeout=90s")
 	var logFile string
 	c.WaitFor(t, 90*time.Second, "evictd running on the node", func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=evictd"})
@@ -185,6 +189,55 @@ func TestEvictdEvictsFirst(t *testing.T) {
 			t.Logf("evictd: %s", l)
 		}
 	}
+}
+
+// kustomizeOverlay is a user's overlay of deploy/kubernetes/ for this node:
+// the image the node tier built with make image and imported, the kubelet's
+// configuration file, the API server's address, and evictd's extra args.
+func kustomizeOverlay(t testing.TB, c *node.Cluster, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := filepath.Abs(filepath.Join("..", "..", "deploy", "kubernetes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, base) // kustomize takes relative paths only
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, tag, _ := strings.Cut(node.EvictdImage, ":")
+	// The base names its placeholder image; an overlay replaces that name.
+	var kz struct{ Images []struct{ NewName string } }
+	if b, err := os.ReadFile(filepath.Join(base, "kustomization.yaml")); err != nil {
+		t.Fatal(err)
+	} else if err := yaml.Unmarshal(b, &kz); err != nil || len(kz.Images) != 1 {
+		t.Fatalf("%s/kustomization.yaml: images %v: %v", base, kz.Images, err)
+	}
+	addr, port, _ := strings.Cut(strings.TrimPrefix(c.Config.Host, "https://"), ":")
+	ops := []map[string]any{
+		{"op": "replace", "path": "/spec/template/spec/volumes/1/hostPath/path", "value": filepath.Join(c.Dir, "kubelet.yaml")},
+		{"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": map[string]string{"name": "KUBERNETES_SERVICE_HOST", "value": addr}},
+		{"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": map[string]string{"name": "KUBERNETES_SERVICE_PORT", "value": port}},
+	}
+	for _, a := range args {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := json.Marshal(map[string]any{
+		"resources": []string{rel},
+		"images":    []map[string]string{{"name": kz.Images[0].NewName, "newName": name, "newTag": tag}},
+		"patches":   []map[string]any{{"target": map[string]string{"kind": "DaemonSet", "name": "evictd"}, "patch": string(patch)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o644); err != nil { // JSON is YAML
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // hogTarget is how much a pod must allocate so that, with what the pods

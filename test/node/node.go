@@ -27,12 +27,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,8 +54,12 @@ const (
 
 // APITimeout bounds every single call to the API server or the kubelet: a
 // call that hangs (a kubectl delete once hung 10 min while the kubelet could
-// not reach its runtime) fails the test instead.
-const APITimeout = 15 * time.Second
+// not reach its runtime) fails the test instead. 15 s, stretched by the
+// node's TimeoutScale when it is loaded (under emulation, on a busy
+// machine, the v2 node's API server was seen to take over 15 s for a GET).
+var APITimeout = apiTimeout
+
+const apiTimeout = 15 * time.Second
 
 // Cluster is a running node.
 type Cluster struct {
@@ -80,6 +87,17 @@ type Cluster struct {
 	Threshold, Allocatable string
 	// Node is the node's name.
 	Node string
+	// TimeoutScale stretches every WaitFor's hang guard: 1 on the v1 node,
+	// more on the v2 node under emulation, where a pod takes a minute to
+	// start (EVICTD_NODE_TIMEOUT_SCALE in the env file).
+	TimeoutScale int
+	// CgroupDriver is the kubelet's cgroupDriver ("cgroupfs" on the v1
+	// node, "systemd" on the cgroup v2 node in its VM).
+	CgroupDriver string
+	// Systemd says the node's daemons are systemd units (the v2 node:
+	// scripts/node-v2-guest.sh), restarted with systemctl; otherwise they
+	// are processes scripts/node.sh started and recorded in the pids file.
+	Systemd bool
 
 	repo         string
 	kubeletHTTP  *http.Client
@@ -93,6 +111,12 @@ var cluster *Cluster
 // the tests, checks traffic, tears the node down and checks that the machine
 // is as before. Use it as os.Exit(node.Main(m)).
 func Main(m *testing.M) int {
+	// Descriptors inherited without close-on-exec (scripts/node.sh's lock,
+	// fd 9, passed down through go test) would reach every daemon a test
+	// restarts: a restarted kubelet kept the node lock for as long as it ran.
+	for fd := 3; fd < 256; fd++ {
+		syscall.CloseOnExec(fd)
+	}
 	if os.Getenv(EnvEnable) != "1" {
 		return m.Run()
 	}
@@ -251,11 +275,17 @@ func load(repo, dir string) (*Cluster, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, repo: repo, Node: "127.0.0.1", Kubeconfig: env["KUBECONFIG"],
+	c := &Cluster{Dir: dir, repo: repo, Node: envOr(env, "EVICTD_NODE_NAME", "127.0.0.1"), Kubeconfig: env["KUBECONFIG"],
+		CgroupDriver: envOr(env, "EVICTD_NODE_CGROUP_DRIVER", "cgroupfs"), Systemd: env["EVICTD_NODE_SYSTEMD"] == "1", TimeoutScale: 1,
 		Kubelet: env["EVICTD_NODE_KUBELET"], KubeletRoot: env["EVICTD_NODE_KUBELET_ROOT"], PodLogs: env["EVICTD_NODE_POD_LOGS"],
 		Containerd: env["EVICTD_NODE_CONTAINERD"],
 		Bin:        env["EVICTD_NODE_BIN"], Images: env["EVICTD_NODE_IMAGES"], Cgroup: env["EVICTD_NODE_CGROUP"],
 		Threshold: env["EVICTD_NODE_THRESHOLD"], Allocatable: env["EVICTD_NODE_ALLOCATABLE"]}
+	if v := env["EVICTD_NODE_TIMEOUT_SCALE"]; v != "" {
+		if c.TimeoutScale, err = strconv.Atoi(v); err != nil || c.TimeoutScale < 1 {
+			return nil, fmt.Errorf("node %s: EVICTD_NODE_TIMEOUT_SCALE=%q: want a whole number ≥ 1", dir, v)
+		}
+	}
 	for k, v := range map[string]string{"KUBECONFIG": c.Kubeconfig, "EVICTD_NODE_KUBELET": c.Kubelet, "EVICTD_NODE_CGROUP": c.Cgroup, "EVICTD_NODE_IMAGES": c.Images} {
 		if v == "" {
 			return nil, fmt.Errorf("node %s: env file lacks %s", dir, k)
@@ -265,6 +295,7 @@ func load(repo, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", dir, err)
 	}
+	APITimeout = apiTimeout * time.Duration(c.TimeoutScale)
 	c.Config.Timeout = APITimeout
 	c.Client, err = kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -279,6 +310,13 @@ func load(repo, dir string) (*Cluster, error) {
 	}
 	c.kubeletHTTP = &http.Client{Timeout: APITimeout, Transport: &http.Transport{TLSClientConfig: tc.Clone(), TLSHandshakeTimeout: 5 * time.Second}}
 	return c, nil
+}
+
+func envOr(env map[string]string, k, def string) string {
+	if v := env[k]; v != "" {
+		return v
+	}
+	return def
 }
 
 // KubeletGet GETs path from the kubelet's HTTPS port as admin.
@@ -394,6 +432,56 @@ func diffLines(a, b string) string {
 // starts it again: the tests after it need it.
 func (c *Cluster) StopAPIServer(t testing.TB) (restart func()) {
 	t.Helper()
+	restart = c.stopDaemon(t, "kube-apiserver", func() {
+		c.WaitFor(t, 60*time.Second, "kube-apiserver ready again", func(ctx context.Context) (bool, error) {
+			err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+			return err == nil, nil
+		})
+	})
+	t.Cleanup(restart)
+	return restart
+}
+
+// RestartKubelet stops the node's kubelet and starts it again with the same
+// command line and configuration file (which the test may have changed), and
+// waits until the node is Ready again. The kubelet reads the machine (its
+// memory and huge page capacity) only when it starts. On the v2 node the
+// kubelet is a systemd unit: systemctl restarts it.
+func (c *Cluster) RestartKubelet(t testing.TB) {
+	t.Helper()
+	restarted := time.Now()
+	if c.Systemd {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "systemctl", "restart", "evictd-kubelet.service").CombinedOutput(); err != nil {
+			t.Fatalf("systemctl restart evictd-kubelet: %v\n%s", err, out)
+		}
+	} else {
+		c.stopDaemon(t, "kubelet", func() {})()
+	}
+	// Ready again, as posted by the new kubelet (a heartbeat after its start).
+	c.WaitFor(t, 3*time.Minute, "the node Ready after the kubelet's restart", func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.Node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(restarted), nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// stopDaemon stops the daemon that scripts/node.sh started as name (its PID
+// in the pids file) and returns a function that starts it again, once, as
+// described at StopAPIServer, then calls ready.
+func (c *Cluster) stopDaemon(t testing.TB, name string, ready func()) (restart func()) {
+	t.Helper()
+	if c.Systemd {
+		t.Fatalf("stopping %s by its PID: the node's daemons are systemd units here", name)
+	}
 	pids := filepath.Join(c.Dir, "pids")
 	b, err := os.ReadFile(pids)
 	if err != nil {
@@ -401,32 +489,32 @@ func (c *Cluster) StopAPIServer(t testing.TB) (restart func()) {
 	}
 	pid := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if name, p, ok := strings.Cut(l, " "); ok && name == "kube-apiserver" {
+		if n, p, ok := strings.Cut(l, " "); ok && n == name {
 			fmt.Sscanf(p, "%d", &pid)
 		}
 	}
 	if pid == 0 {
-		t.Fatalf("%s names no kube-apiserver", pids)
+		t.Fatalf("%s names no %s", pids, name)
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		t.Fatalf("kube-apiserver (pid %d): %v", pid, err)
+		t.Fatalf("%s (pid %d): %v", name, pid, err)
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	if filepath.Base(args[0]) != "kube-apiserver" {
-		t.Fatalf("pid %d runs %q, not kube-apiserver", pid, args[0])
+	if filepath.Base(args[0]) != name {
+		t.Fatalf("pid %d runs %q, not %s", pid, args[0], name)
 	}
 	if err := stopPID(pid, 5*time.Second); err != nil {
-		t.Fatalf("stopping kube-apiserver (pid %d): %v", pid, err)
+		t.Fatalf("stopping %s (pid %d): %v", name, pid, err)
 	}
 	stopped := true
-	restart = func() {
+	return func() {
 		t.Helper()
 		if !stopped {
 			return
 		}
 		stopped = false
-		logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kube-apiserver.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,22 +528,17 @@ func (c *Cluster) StopAPIServer(t testing.TB) (restart func()) {
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(cg.Fd())}
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting kube-apiserver again: %v", err)
+			t.Fatalf("starting %s again: %v", name, err)
 		}
 		go cmd.Wait() // reaped when teardown stops it
-		old := fmt.Sprintf("kube-apiserver %d\n", pid)
-		now := fmt.Sprintf("kube-apiserver %d\n", cmd.Process.Pid)
+		old := fmt.Sprintf("%s %d\n", name, pid)
+		now := fmt.Sprintf("%s %d\n", name, cmd.Process.Pid)
 		cur, _ := os.ReadFile(pids)
 		if err := os.WriteFile(pids, []byte(strings.Replace(string(cur), old, now, 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c.WaitFor(t, 60*time.Second, "kube-apiserver ready again", func(ctx context.Context) (bool, error) {
-			err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-			return err == nil, nil
-		})
+		ready()
 	}
-	t.Cleanup(restart)
-	return restart
 }
 
 // stopPID sends SIGTERM, waits up to grace for the process to go, then

@@ -149,6 +149,7 @@ func (c *Cluster) WaitRunning(t testing.TB, ns, name string) *corev1.Pod {
 // it is true, and fails the test after timeout or on cond's error.
 func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
+	timeout *= time.Duration(max(c.TimeoutScale, 1))
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {

@@ -87,7 +87,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 		{"burstable", "32Mi", ""},
 		{"besteffort", "", ""},
 	} {
-		pods[p.qos] = c.RunPod(t, ns, node.HogPod(p.qos, "alloc 24Mi; hold", p.req, p.lim))
+		pods[p.qos] = c.RunPod(t, ns, node.HogPod(p.qos, fmt.Sprintf("alloc %d; hold", hogHolds), p.req, p.lim))
 	}
 
 	t.Run("cgroups", func(t *testing.T) {
@@ -95,8 +95,12 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := col.PodsCgroup(); got != collect.PodsCgroupCgroupfs {
-			t.Fatalf("pods cgroup %q, want %q (cgroupfs driver)", got, collect.PodsCgroupCgroupfs)
+		wantPods := collect.PodsCgroupCgroupfs
+		if c.CgroupDriver == "systemd" {
+			wantPods = collect.PodsCgroupSystemd
+		}
+		if got := col.PodsCgroup(); got != wantPods {
+			t.Fatalf("pods cgroup %q, want %q (%s driver)", got, wantPods, c.CgroupDriver)
 		}
 		ws, err := col.Workloads()
 		if err != nil {
@@ -118,10 +122,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			if w.QOS != qos {
 				t.Errorf("pod %s: discovered as %s, want %s", p.Name, w.QOS, qos)
 			}
-			wantCgroup := "/kubepods/" + qos + "/pod" + string(p.UID)
-			if qos == "guaranteed" {
-				wantCgroup = "/kubepods/pod" + string(p.UID)
-			}
+			wantCgroup := podCgroup(c, qos, string(p.UID))
 			if w.Cgroup != wantCgroup {
 				t.Errorf("pod %s: cgroup %s, want %s", p.Name, w.Cgroup, wantCgroup)
 			}
@@ -133,12 +134,16 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			if !found {
 				t.Errorf("pod %s: container %s not among the discovered %+v", p.Name, id, w.Containers)
 			}
+			t.Logf("%s pod %s: %s, containers %+v", qos, p.UID, w.Cgroup, w.Containers)
 		}
 	})
 
 	t.Run("stat-summary", func(t *testing.T) {
-		// Pod-level memory reads 0 for the first 10–20 s of a pod (the
-		// kubelet's stats cache): wait until every pod has some.
+		// Pod-level memory reads 0 for the first 10–20 s of a pod, and the
+		// kubelet's figures come from cAdvisor's cache (refreshed every
+		// 10–15 s; on the v2 node under emulation a pod's first sample was
+		// seen taken before its hog had allocated): wait until every pod
+		// shows at least what its hog holds.
 		var kubelet statsapi.Summary
 		c.WaitFor(t, 90*time.Second, "the kubelet's /stats/summary to report the pods' memory", func(ctx context.Context) (bool, error) {
 			b, err := c.KubeletGet(ctx, "/stats/summary")
@@ -151,7 +156,7 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 			}
 			for _, p := range pods {
 				ps := podStats(&kubelet, string(p.UID))
-				if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes == 0 {
+				if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes < hogHolds {
 					return false, nil
 				}
 			}
@@ -200,6 +205,29 @@ func TestPodsOfEachQoSClass(t *testing.T) {
 		}
 	})
 }
+
+// podCgroup is where the kubelet puts a pod of the QoS class (lower case)
+// with its driver, relative to the hierarchy's root:
+//
+//	cgroupfs: /kubepods[/<qos>]/pod<uid>
+//	systemd:  /kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid with _>.slice
+//
+// (Guaranteed pods directly under the pods cgroup.)
+func podCgroup(c *node.Cluster, qos, uid string) string {
+	if c.CgroupDriver == "systemd" {
+		if qos == "guaranteed" {
+			return "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		}
+		return "/kubepods.slice/kubepods-" + qos + ".slice/kubepods-" + qos + "-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+	}
+	if qos == "guaranteed" {
+		return "/kubepods/pod" + uid
+	}
+	return "/kubepods/" + qos + "/pod" + uid
+}
+
+// hogHolds is what TestPodsOfEachQoSClass's hogs allocate and hold.
+const hogHolds = 24 << 20
 
 func podStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
 	for i := range s.Pods {

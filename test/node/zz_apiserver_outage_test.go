@@ -304,11 +304,24 @@ func podCgroupPIDs(t *testing.T, col *collect.Collector, uid string) []int {
 // sandbox left out.
 func containerPIDs(t *testing.T, col *collect.Collector, p *corev1.Pod) []int {
 	t.Helper()
-	dir, ok := podCgroups(t, col)[string(p.UID)]
-	if !ok {
+	ws, err := col.Workloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container's cgroup as discovered: <id> (cgroupfs driver) or
+	// cri-containerd-<id>.scope (systemd).
+	dir := ""
+	for _, w := range ws {
+		for _, ct := range w.Containers {
+			if w.PodUID == string(p.UID) && ct.ID == node.ContainerID(p) {
+				dir = memoryRoot(col) + ct.Cgroup
+			}
+		}
+	}
+	if dir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, node.ContainerID(p), "cgroup.procs"))
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ package v2
 
 import (
 	"io"
+	"strconv"
 
 	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/host"
@@ -63,8 +64,21 @@ func ReadMemoryPeak(dir string) (uint64, error) {
 
 // ReadMemorySwapCurrent reads memory.swap.current.
 func ReadMemorySwapCurrent(dir string) (uint64, error) {
-	return cgroup.ReadFile(dir, "memory.swap.current", "4.5 with CONFIG_MEMCG_SWAP", parseCounter)
+	return cgroup.ReadFile(dir, "memory.swap.current", swapSince, parseCounter)
 }
+
+// ReadMemorySwapCurrentAt is ReadMemorySwapCurrent in an opened cgroup directory.
+func ReadMemorySwapCurrentAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.swap.current", swapSince, parseCounter)
+}
+
+// ReadMemorySwapMaxAt reads memory.swap.max ("max" reads as cgroup.Max) in
+// an opened cgroup directory.
+func ReadMemorySwapMaxAt(d *cgroup.Dir) (uint64, error) {
+	return cgroup.ReadFileAt(d, "memory.swap.max", swapSince, parseLimit)
+}
+
+const swapSince = "4.5 with CONFIG_MEMCG_SWAP"
 
 // MemoryStat is memory.stat. v2 has no total_* keys: every value is already
 // hierarchical (this cgroup and its descendants). Entries keeps every line,
@@ -351,6 +365,14 @@ func ReadCgroupControllers(dir string) ([]string, error) {
 // enabled for this cgroup's children.
 func ReadCgroupSubtreeControl(dir string) ([]string, error) {
 	return cgroup.ReadFile(dir, "cgroup.subtree_control", since, cgroup.ParseControllerList)
+}
+
+// WriteMemoryReclaim writes memory.reclaim (5.19+): the kernel reclaims up
+// to bytes from the cgroup and its descendants before the write returns.
+// When it reclaimed less, the write fails with EAGAIN (an *fs.PathError
+// wrapping unix.EAGAIN): a partial reclaim, not a fault.
+func WriteMemoryReclaim(dir string, bytes uint64) error {
+	return cgroup.WriteFile(dir, "memory.reclaim", "5.19", strconv.FormatUint(bytes, 10))
 }
 
 // WriteMemoryMin writes memory.min (hard protection from reclaim, 4.18+).

@@ -18,6 +18,9 @@
 //	                   quarter of the rate): "threads 2; alloc 4Gi" is a
 //	                   two-thread allocator at the machine's full speed
 //	await FILE         wait until FILE exists (a test's gate)
+//	cache /path 64Mi   write a 64 MiB file, sync it, and read it twice: 64 MiB
+//	                   of clean, active page cache charged to the hog's cgroup
+//	                   (reclaimable only on a filesystem with a device)
 //	leader-exit        the main thread exits alone (SYS_exit), leaving a
 //	                   zombie thread-group leader while the rest of the
 //	                   script goes on in another thread, as a process looks
@@ -28,10 +31,13 @@
 package hog
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -71,12 +77,12 @@ var lifeline struct {
 
 // Step is one parsed script step.
 type Step struct {
-	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, threads, leader-exit
+	Op    string // alloc, ramp, sleep, hold, crash, ignore-term, forkloop, free, threads, leader-exit, await, cache
 	Bytes int64
 	N     int   // threads
 	Rate  int64 // bytes per second (ramp)
 	Dur   time.Duration
-	Path  string // await
+	Path  string // await, cache
 }
 
 // ParseScript parses a script; errors name the step and the value.
@@ -91,7 +97,7 @@ func ParseScript(s string) ([]Step, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("hog script step %d %q: %s", i+1, strings.TrimSpace(raw), fmt.Sprintf(format, a...))
 		}
-		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "await": 1}
+		want := map[string]int{"alloc": 1, "ramp": 2, "sleep": 1, "hold": 0, "crash": 0, "ignore-term": 0, "forkloop": 0, "free": 0, "threads": 1, "leader-exit": 0, "await": 1, "cache": 2}
 		n, ok := want[st.Op]
 		if !ok {
 			return nil, bad("unknown step")
@@ -115,6 +121,15 @@ func ParseScript(s string) ([]Step, error) {
 			}
 		case "await":
 			st.Path = f[1]
+		case "cache":
+			if !filepath.IsAbs(f[1]) {
+				return nil, bad("path %q is not absolute", f[1])
+			}
+			q, err := resource.ParseQuantity(f[2])
+			if err != nil || q.Value() <= 0 {
+				return nil, bad("size %q is not a positive quantity", f[2])
+			}
+			st.Path, st.Bytes = f[1], q.Value()
 		case "threads":
 			n, err := strconv.Atoi(f[1])
 			if err != nil || n < 1 || n > maxThreads {
@@ -335,6 +350,10 @@ func (h *hogState) run(steps []Step) error {
 			}
 		case "threads":
 			h.threads = st.N
+		case "cache":
+			if err := cacheFile(st.Path, st.Bytes); err != nil {
+				return err
+			}
 		case "leader-exit":
 			// The rest of the script runs on another thread; this one,
 			// the thread-group leader, exits alone. syscall.Syscall, not
@@ -414,6 +433,47 @@ func (h *hogState) ramp(total, rate int64) error {
 		done += n
 		due := start.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second)))
 		time.Sleep(time.Until(due))
+	}
+	return nil
+}
+
+// cacheFile writes n bytes to path, syncs them (clean pages can be dropped
+// without writeback) and reads the file twice: the second access moves the
+// pages to the active file list, the part of the page cache the kubelet
+// counts in the working set (kubernetes#43916).
+func cacheFile(path string, n int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i) // not all zero: a filesystem may not store zero pages
+	}
+	for done := int64(0); done < n; {
+		m, err := f.Write(buf[:min(int64(len(buf)), n-done)])
+		if err != nil {
+			return fmt.Errorf("cache: writing %s: %w", path, err)
+		}
+		done += int64(m)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	for pass := 0; pass < 2; pass++ {
+		if _, err := f.Seek(0, 0); err != nil {
+			return err
+		}
+		for {
+			_, err := f.Read(buf)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("cache: reading %s: %w", path, err)
+			}
+		}
 	}
 	return nil
 }

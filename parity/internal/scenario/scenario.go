@@ -59,6 +59,10 @@ type fileStep struct {
 	Summary      json.RawMessage `json:"summary"`
 	Pods         json.RawMessage `json:"pods"`
 	AfterReclaim json.RawMessage `json:"afterReclaim"`
+	// Meminfo is /proc/meminfo's figures for evictd's memavailable profile
+	// (docs/profile.md). The kubelet never reads /proc/meminfo for
+	// eviction, so the oracle accepts the field and ignores it.
+	Meminfo json.RawMessage `json:"meminfo"`
 }
 
 type file struct {

@@ -306,3 +306,52 @@ func Swap(t testing.TB, size string) {
 		}
 	}
 }
+
+// FileFS mounts a fresh ext2 filesystem (busybox mke2fs, the ext4 driver) of
+// size (e.g. "192M") on a hot-added zram block device at a new directory for
+// the rest of the test, and returns the mount point. The VM has no disk: its
+// root is the initramfs in RAM, whose pages the kernel can never reclaim, so
+// page cache a test wants reclaimable — clean file pages the kernel may
+// drop — needs a filesystem with a device under it. Skips on the host
+// (never touches a host's block devices); fails in the VM if zram is missing.
+func FileFS(t testing.TB, size string) string {
+	t.Helper()
+	Need(t, InVM(), "the VM's zram devices (FileFS never makes block devices on a host)")
+	const ctl = "/sys/class/zram-control"
+	_, err := os.Stat(ctl)
+	Need(t, err == nil, "zram hot_add (%s: %v)", ctl, err)
+	b, err := os.ReadFile(filepath.Join(ctl, "hot_add"))
+	if err != nil {
+		t.Fatalf("zram hot_add: %v", err)
+	}
+	id := strings.TrimSpace(string(b))
+	name := "zram" + id
+	sys := filepath.Join("/sys/block", name)
+	dev := "/dev/" + name
+	dir := t.TempDir()
+	mounted := false
+	t.Cleanup(func() {
+		if mounted {
+			if err := unix.Unmount(dir, 0); err != nil {
+				t.Errorf("unmounting %s: %v", dir, err)
+			}
+		}
+		_ = os.WriteFile(filepath.Join(sys, "reset"), []byte("1"), 0)
+		_ = os.WriteFile(filepath.Join(ctl, "hot_remove"), []byte(id), 0)
+	})
+	WriteFile(t, sys, "disksize", size)
+	// 4 KiB blocks: zram's logical block size is a page, and ext4 refuses
+	// mke2fs's default of 1 KiB on it ("bad block size 1024").
+	if out, err := exec.Command("mke2fs", "-b", "4096", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mke2fs %s: %v: %s", dev, err, out)
+	}
+	// busybox's mke2fs makes an ext2 layout, which the kernel's ext4
+	// driver mounts as "ext2" (CONFIG_EXT4_USE_FOR_EXT2).
+	if err := unix.Mount(dev, dir, "ext2", 0, ""); err != nil {
+		dmesg, _ := exec.Command("dmesg").CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(dmesg)), "\n")
+		t.Fatalf("mounting %s on %s: %v (kernel log: %s)", dev, dir, err, strings.Join(lines[max(0, len(lines)-5):], " | "))
+	}
+	mounted = true
+	return dir
+}
