@@ -1,7 +1,10 @@
 # evictd — the commands a newcomer needs are in README.md.
 GO ?= go
+# The toolchain the go.mod files name (go1.27.3, fetched through the Go module
+# proxy by the go command): scripts/toolchain.sh says why.
+export GOTOOLCHAIN ?= auto
 
-.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-ops test-node test-node-v2 node-up node-down bench demo lint-go docs-plots
+.PHONY: build image push manifests test test-unit test-vm test-parity test-apiserver test-ops test-node test-node-v2 test-bench node-up node-down bench demo lint-go docs-plots
 
 # The version stamped into evictd (evictd version, evictd_build_info), the
 # commit, and the commit's time: scripts/version.sh.
@@ -75,6 +78,11 @@ node-up:
 
 node-down:
 	@if [ "$(NODE)" = v2 ]; then ./scripts/node-v2.sh down; else ./scripts/node.sh down; fi
+
+# Every benchmark once in its quick mode (a trial or two, nothing judged):
+# the last tier of make test.
+test-bench:
+	./scripts/test.sh bench
 
 bench:
 	./bench/run.sh

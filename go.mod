@@ -2,6 +2,8 @@ module github.com/evictd/evictd
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	codeberg.org/go-fonts/dejavu v0.4.0
 	github.com/cockroachdb/datadriven v1.0.3

@@ -11,6 +11,13 @@
 # EVICTD_BENCH_VM=0 skips the VM rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== detection latency"; bench/latency.sh "$@"
-echo; echo "== OOM avoidance"; bench/latency.sh -oom -trials 10
-echo; echo "== idle cost"; bench/idle.sh 60 500 empty; bench/idle.sh 60 500 populated
+. scripts/toolchain.sh
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1): one trial per
+# row, 20 cgroups idle for 5 s.
+trials=() oom_trials=10 idle=(60 500)
+if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
+	trials=(-trials 1 -poll-parallel 1) oom_trials=1 idle=(5 20)
+fi
+echo "== detection latency"; bench/latency.sh ${trials[@]+"${trials[@]}"} "$@"
+echo; echo "== OOM avoidance"; bench/latency.sh -oom -trials "$oom_trials"
+echo; echo "== idle cost"; bench/idle.sh "${idle[@]}" empty; bench/idle.sh "${idle[@]}" populated

@@ -5,5 +5,9 @@
 # Needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory.
 # Usage: bench/collect.sh [-rounds N] [-benchtime 1s]
 set -euo pipefail
-cd "$(dirname "$0")/collect"
+cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
+cd bench/collect
+# Quick mode (bench/run.sh --quick): one short round.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && set -- -rounds 1 -benchtime 20ms "$@"
 exec go run . "$@"

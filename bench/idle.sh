@@ -2,7 +2,8 @@
 # Idle cost of `evictd run` on a host with 500 workload cgroups: CPU (% of
 # one core) and memory (RSS, peak RSS) over 60 s with no pressure, for the
 # default wake-ups of this host and with the adaptive fast poll forced on,
-# side by side (both run at the same time). Targets: ≤ 0.5 % CPU, ≤ 30 MiB.
+# side by side (both run at the same time, each on a workload root of its
+# own holding the same cgroups). Targets: ≤ 0.5 % CPU, ≤ 30 MiB.
 # With "populated" as third argument each cgroup holds one sleeping process,
 # so every workload is active and its stats are read on every synchronize
 # (empty cgroups are skipped: eviction never reads an inactive pod's stats).
@@ -11,6 +12,7 @@
 # Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated] [fastpoll|memqos]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 secs=${1:-60}
 n=${2:-500}
 fill=${3:-empty}
@@ -21,50 +23,74 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cg
 else
 	memroot=/sys/fs/cgroup/memory; mode=v1
 fi
-rel=/evictd-bench-idle-$$
-root=$memroot$rel
+# Each agent gets a workload root of its own, with the same n cgroups (and
+# sleepers): two agents on one root are refused by the root lock
+# (internal/hostmode's one-agent-per-root lock against two agents evicting
+# the same workloads), so side by side means two identical roots.
+rels=(/evictd-bench-idle-$$-a /evictd-bench-idle-$$-b)
 pids=()
 sleepers=()
 cleanup() {
-	for p in "${pids[@]}" "${sleepers[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in ${pids[@]+"${pids[@]}"} ${sleepers[@]+"${sleepers[@]}"}; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	for d in "$root"/*/; do rmdir "$d" 2>/dev/null || true; done
-	rmdir "$root" 2>/dev/null || true
+	for rel in "${rels[@]}"; do
+		for d in "$memroot$rel"/*/; do rmdir "$d" 2>/dev/null || true; done
+		rmdir "$memroot$rel" 2>/dev/null || true
+	done
+	rm -f .cache/bench-idle-$$-*.log
 }
 trap cleanup EXIT INT TERM
-mkdir "$root"
-if [ "$mode" = v2 ]; then echo +memory >"$root/cgroup.subtree_control"; fi
-for i in $(seq 1 "$n"); do mkdir "$root/w$i"; done
-if [ "$fill" = populated ]; then
-	for i in $(seq 1 "$n"); do
-		sleep 100000 &
-		sleepers+=($!)
-		echo $! >"$root/w$i/cgroup.procs"
-	done
-fi
+for rel in "${rels[@]}"; do
+	root=$memroot$rel
+	mkdir "$root"
+	if [ "$mode" = v2 ]; then echo +memory >"$root/cgroup.subtree_control"; fi
+	for i in $(seq 1 "$n"); do mkdir "$root/w$i"; done
+	if [ "$fill" = populated ]; then
+		for i in $(seq 1 "$n"); do
+			sleep 100000 &
+			sleepers+=($!)
+			echo $! >"$root/w$i/cgroup.procs"
+		done
+	fi
+done
 
 declare -A label
-start_one() { # name, extra flags...
-	local name=$1; shift
+start_one() { # name, workload root, extra flags...
+	local name=$1 rel=$2
+	shift 2
 	.cache/bench-evictd run --workload-root "$rel" --decision-log "" --state-file "" --metrics-addr "" \
-		--eviction-hard 'memory.available<100Mi' "$@" 2>/dev/null &
+		--eviction-hard 'memory.available<100Mi' "$@" 2>.cache/bench-idle-$$-${#pids[@]}.log &
 	pids+=($!)
 	label[$!]=$name
 }
 if [ "$pair" = memqos ]; then
-	start_one "--memory-qos=true ($mode)" --memory-qos=true
-	start_one "--memory-qos=false ($mode)" --memory-qos=false
+	start_one "--memory-qos=true ($mode)" "${rels[0]}" --memory-qos=true
+	start_one "--memory-qos=false ($mode)" "${rels[1]}" --memory-qos=false
 else
-	start_one "default wake-ups ($mode)"
-	start_one "fast poll forced on" --fast-poll on
+	start_one "default wake-ups ($mode)" "${rels[0]}"
+	start_one "fast poll forced on" "${rels[1]}" --fast-poll on
 fi
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 sleep 5 # start-up and the first synchronizes are not idle
+# An agent that exited (refused its flags or its root) makes no row: say why.
+alive() {
+	local i=0 p
+	for p in "${pids[@]}"; do
+		if ! kill -0 "$p" 2>/dev/null; then
+			echo "bench/idle.sh: evictd run (${label[$p]}) exited:" >&2
+			cat ".cache/bench-idle-$$-$i.log" >&2
+			return 1
+		fi
+		i=$((i + 1))
+	done
+}
+alive
 declare -A t0
 for p in "${pids[@]}"; do t0[$p]=$(ticks "$p"); done
 sleep "$secs"
+alive
 printf '%-28s %10s %10s %10s\n' "evictd run ($n $fill cgroups)" "CPU %" "RSS MiB" "peak MiB"
 for p in "${pids[@]}"; do
 	t1=$(ticks "$p")

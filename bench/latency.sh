@@ -15,6 +15,7 @@
 #   EVICTD_BENCH_VM=0 skips the VM (host rows only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 # Static: the same binary runs as the guest's benchmark (vmexec refuses a
 # dynamically linked one; the initramfs has no libc).
 export CGO_ENABLED=0

@@ -10,11 +10,15 @@
 # Needs root. Usage: bench/memqos.sh [seconds] [cgroups]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 secs=${1:-60}
 n=${2:-500}
+benchtime=200x
+# Quick mode (bench/run.sh --quick): a few Applies, 20 cgroups idle for 5 s.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && secs=${1:-5} n=${2:-20} benchtime=2x
 
 echo "== per synchronize, 500 workloads (go test -bench BenchmarkApply ./internal/protect/)"
-go test -run '^$' -bench BenchmarkApply -benchtime 200x ./internal/protect/ |
+go test -run '^$' -bench BenchmarkApply -benchtime "$benchtime" ./internal/protect/ |
 	awk '/^Benchmark/{printf "%-28s %12.2f ms/op %10s reads/op %8s writes/op\n", $1, $3/1e6, $5, $7}'
 echo
 echo "== idle evictd run, $n populated workload cgroups, ${secs}s"

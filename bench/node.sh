@@ -23,6 +23,7 @@
 #        bench/node.sh NODE=v2   the cgroup v2 node in its VM (bench/node-v2.sh)
 #        TRIALS=5 OOM_TRIALS=2 WINDOW=30s HEADROOMS=64 bench/node.sh   (quick, ≈ 25 min)
 #   OOM_RAMPS="500Mi/s,1 thread,2 threads" and OOM_SIGTERM="obeyed,ignored" pick the OOM cells.
+#   SYNC_PODS=250 fills the node to 250 pods (maxPods 250) in the synchronize row instead of 110.
 #   NODES="memcg polling" (default; the 110 pods last) picks the node configurations; BENCH=/evictd
 #   (a -bench suffix) picks sub-benchmarks of BenchmarkNode, e.g. BENCH=/evictd/sync.
 # Needs root and the node tier's lock: run it as
@@ -31,6 +32,7 @@
 # another node is in use). The rows are kept in .cache/bench-node/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 # NODE=v2 (as an argument or in the environment): the cgroup v2 node in its
 # VM, bench/node-v2.sh.
 for a in "$@"; do case $a in NODE=*) NODE=${a#NODE=} ;; esac; done
@@ -41,6 +43,19 @@ oom_trials=${OOM_TRIALS:-10}
 window=${WINDOW:-120s}
 nodes=${NODES:-memcg polling}
 headrooms=${HEADROOMS:-256 64}
+sync_pods=${SYNC_PODS:-110}
+oom_ramps=${OOM_RAMPS:-} oom_sigterm=${OOM_SIGTERM:-}
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1, what make test
+# runs so that a benchmark that no longer runs fails the suite): one
+# headroom, the polling node only (the memcg node runs the same code with
+# another kubelet setting), one trial per row, one OOM cell (500 MiB/s,
+# SIGTERM obeyed), 10 s windows and 10 pods in the synchronize row.
+if [ "${EVICTD_BENCH_QUICK:-}" = 1 ]; then
+	trials=${TRIALS:-1} oom_trials=${OOM_TRIALS:-1} window=${WINDOW:-10s} nodes=${NODES:-polling} headrooms=${HEADROOMS:-256}
+	sync_pods=${SYNC_PODS:-10} oom_ramps=${OOM_RAMPS:-500Mi/s} oom_sigterm=${OOM_SIGTERM:-obeyed}
+fi
+# The node's maxPods: the kubelet's default 110, or more for SYNC_PODS=250.
+max_pods=$((sync_pods > 110 ? sync_pods : 110))
 if [ "${EVICTD_NODE_LOCKED:-}" != 1 ]; then
 	exec 9>/tmp/evictd-node.lock
 	echo "bench/node.sh: waiting for /tmp/evictd-node.lock" >&2
@@ -67,9 +82,9 @@ for h in $headrooms; do
 		echo "== node: memory.available<${h}Mi, kubelet kernelMemcgNotification=$memcg ($(date -u +%H:%M:%S) UTC)" >&2
 		# The test binary brings the node up and down itself (test/node's
 		# TestMain, with its no-traffic and leave-nothing checks).
-		EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=$h EVICTD_NODE_MAX_PODS=110 EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
-			EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window \
-			EVICTD_BENCH_NODE_OOM_RAMPS=${OOM_RAMPS:-} EVICTD_BENCH_NODE_OOM_SIGTERM=${OOM_SIGTERM:-} \
+		EVICTD_TEST_NODE=1 EVICTD_NODE_THRESHOLD_MI=$h EVICTD_NODE_MAX_PODS=$max_pods EVICTD_NODE_KERNEL_MEMCG_NOTIFICATION=$memcg \
+			EVICTD_BENCH_NODE_OUT=$out EVICTD_BENCH_NODE_TRIALS=$trials EVICTD_BENCH_NODE_OOM_TRIALS=$oom_trials EVICTD_BENCH_NODE_WINDOW=$window EVICTD_BENCH_NODE_SYNC_PODS=$sync_pods \
+			EVICTD_BENCH_NODE_OOM_RAMPS=$oom_ramps EVICTD_BENCH_NODE_OOM_SIGTERM=$oom_sigterm \
 			go test -count=1 -p 1 -timeout 180m -run '^$' -bench "^BenchmarkNode\$${bench}" -benchtime 1x ./test/node/ >&2
 	done
 	first=0

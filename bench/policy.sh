@@ -12,11 +12,15 @@
 # table shows medians).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 count="${1:-5}"
+benchtime=1s
+# Quick mode (bench/run.sh --quick, EVICTD_BENCH_QUICK=1): one short run.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && count=1 benchtime=20x
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
-go test ./internal/policy/ -run '^$' -bench '^BenchmarkStep$' -benchmem -count "$count" >"$out"
+go test ./internal/policy/ -run '^$' -bench '^BenchmarkStep$' -benchmem -count "$count" -benchtime "$benchtime" >"$out"
 
 awk '
 function median(arr, m,    a, b, t, v) {

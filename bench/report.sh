@@ -8,9 +8,12 @@
 # Usage: bench/report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+# Quick mode (bench/run.sh --quick): an hour of records instead of a week.
+[ "${EVICTD_BENCH_QUICK:-}" = 1 ] && export EVICTD_BENCH_REPORT_RECORDS=3600
 go test ./internal/report/ -run '^$' -bench '^BenchmarkRenderWeek$' -benchtime 1x >"$out"
 awk '
 /^BenchmarkRenderWeek/ {

@@ -19,7 +19,8 @@
 # Usage: bench/soak.sh [seconds] [--hostile]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=600 hostile=
+. scripts/toolchain.sh
+secs= hostile=
 for a in "$@"; do
 	case $a in
 	--hostile) hostile=1 ;;
@@ -27,6 +28,8 @@ for a in "$@"; do
 	*) secs=$a ;;
 	esac
 done
+# Quick mode (bench/run.sh --quick): 10 s of churn.
+[ -n "$secs" ] || { secs=600; [ "${EVICTD_BENCH_QUICK:-}" = 1 ] && secs=10; }
 go build -o .cache/bench-evictd ./cmd/evictd
 bin=$PWD/.cache/bench-evictd
 [ -z "$hostile" ] || go build -o .cache/bench-soakhostile ./bench/soakhostile

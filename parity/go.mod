@@ -2,6 +2,8 @@ module github.com/evictd/evictd/parity
 
 go 1.26.8
 
+toolchain go1.27.3
+
 // Staging modules that k8s.io/kubernetes v1.37.2 lists at v0.0.0 (generated from its go.mod).
 replace (
 	k8s.io/api => k8s.io/api v0.37.2

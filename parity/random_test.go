@@ -310,7 +310,7 @@ func TestRandomDifferential(t *testing.T) {
 	t.Logf("%d random scenarios in %v, %d with several kubelet outcomes (%d judged step by step), %d mismatches",
 		len(randomSeeds), time.Since(start).Round(time.Millisecond), multi, stepwise, mismatches)
 	if evictdBin == "" {
-		t.Skip("oracle ran on every random scenario; the comparison needs evictd simulate, which is not available yet (EVICTD_BIN unset)")
+		t.Skip("oracle ran on every random scenario; the comparison with evictd simulate needs EVICTD_BIN, which scripts/test-parity.sh sets to the evictd it builds (and fails without)")
 	}
 }
 

@@ -117,7 +117,7 @@ func stepJSON(s oracle.StepResult) string {
 // requires its outcome to be one of the kubelet's committed outcomes.
 func TestSimulateMatchesKubelet(t *testing.T) {
 	if evictdBin == "" {
-		t.Skip("evictd simulate is not available yet (EVICTD_BIN unset by scripts/test-parity.sh)")
+		t.Skip("EVICTD_BIN unset: run scripts/test-parity.sh, which builds evictd (a failed build fails the tier) and sets it")
 	}
 	bad := 0
 	files := scenarioFiles(t)

@@ -9,6 +9,7 @@
 # folder reuse Go's build cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 root=$PWD
 mod=$root/test/node/k8s
 out=$root/.cache/node/bin

@@ -26,6 +26,7 @@
 # host-wide directories it writes are not per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 root=$PWD
 cache=$root/.cache/node
 runs=$cache/run

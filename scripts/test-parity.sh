@@ -17,9 +17,9 @@
 #     hence the vendor directory.
 #  2. Re-runs the kubelet on every scenario and fails if a committed
 #     <name>.kubelet.json differs.
-#  3. If the main module's `evictd simulate` exists, runs it on every scenario
-#     and on fixed-seed random scenarios, and fails when its decisions are not
-#     one of the kubelet's outcomes.
+#  3. Builds the main module's evictd (a failed build fails the tier), runs
+#     `evictd simulate` on every scenario and on fixed-seed random scenarios,
+#     and fails when its decisions are not one of the kubelet's outcomes.
 # Builds use the normal Go build cache: the first run compiles ~1650 packages
 # of k8s.io/kubernetes and its dependencies (minutes), later runs seconds.
 # -trimpath keeps the vendored packages' directory out of the cache keys, so
@@ -27,6 +27,7 @@
 # instead of compiling Kubernetes again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 root=$PWD
 mod=$root/parity
 build=$mod/.build
@@ -45,13 +46,20 @@ prepare() {
 		"$mod" "$mod" >"$build/overlay.json"
 }
 
-# evictd_bin builds the main module's evictd and prints its path when it has
-# a working `simulate` command; prints nothing otherwise.
+# evictd_bin builds the main module's evictd and prints its path. A build
+# that fails, or an evictd without a working `simulate`, fails the tier: the
+# parity tests would otherwise skip and pass without comparing anything.
 evictd_bin() {
-	if go build -o "$build/evictd" ./cmd/evictd >"$build/evictd-build.log" 2>&1 &&
-		"$build/evictd" simulate --help >/dev/null 2>&1; then
-		echo "$build/evictd"
+	if ! go build -o "$build/evictd" ./cmd/evictd >"$build/evictd-build.log" 2>&1; then
+		cat "$build/evictd-build.log" >&2
+		echo "parity: FAILED: go build ./cmd/evictd failed (above), so nothing could be compared with the kubelet" >&2
+		return 1
 	fi
+	if ! "$build/evictd" simulate --help >/dev/null 2>&1; then
+		echo "parity: FAILED: $build/evictd simulate --help failed: evictd has no working simulate command" >&2
+		return 1
+	fi
+	echo "$build/evictd"
 }
 
 prepare
@@ -74,9 +82,6 @@ oracle)
 esac
 
 bin=$(evictd_bin)
-if [ -z "$bin" ]; then
-	echo "parity: evictd simulate is not available yet; checking the kubelet oracle and corpus only"
-fi
 # -count=1: the simulate tests exec a binary, which the test cache cannot see.
 set +e
 (cd "$mod" && EVICTD_BIN=$bin go test -trimpath -overlay "$build/overlay.json" -count=1 -v ./...) >"$build/test.log" 2>&1

@@ -15,6 +15,7 @@
 # instead of the default 512M.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 
 vm_packages=(
 	./test/v2smoke/...         # the hierarchy itself: limits, events, PSI, pids, cgroup.kill

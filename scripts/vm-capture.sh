@@ -4,6 +4,7 @@
 # Usage: scripts/vm-capture.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 dest=internal/cgroup/v2/testdata/captured
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

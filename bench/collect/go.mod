@@ -2,6 +2,8 @@ module github.com/evictd/evictd/bench/collect
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/evictd/evictd v0.0.0
 	github.com/opencontainers/cgroups v0.1.0

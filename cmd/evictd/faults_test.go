@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/cgroup"
 )
 
 // asEvictdEnv makes the test binary run as evictd (see TestMain).
@@ -108,10 +110,10 @@ func testRoot(t *testing.T, name string) string {
 		t.Skip("needs root to create cgroups")
 	}
 	root := fmt.Sprintf("/evictd-test-%s-%d", name, os.Getpid())
-	if err := os.Mkdir("/sys/fs/cgroup/memory"+root, 0o755); err != nil {
+	if err := cgroup.Mkdir("/sys/fs/cgroup/memory" + root); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove("/sys/fs/cgroup/memory" + root) })
+	t.Cleanup(func() { cgroup.RemoveAll([]string{"/sys/fs/cgroup/memory" + root}, time.Second) })
 	return root
 }
 

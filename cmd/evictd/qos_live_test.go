@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
@@ -31,11 +32,10 @@ func TestQoSLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		pid := strconv.Itoa(cmd.Process.Pid)
-		if err := os.WriteFile("/proc/"+pid+"/oom_score_adj", []byte("0"), 0); err != nil {
+		if err := host.WriteOOMScoreAdj("/proc", cmd.Process.Pid, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(pid), 0); err != nil {
+		if err := cgroup.WriteCgroupProcs(dir, cmd.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
 	}

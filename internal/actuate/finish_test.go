@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -96,9 +98,9 @@ func TestThawLeftFrozenWorkload(t *testing.T) {
 		t.Helper()
 		var err error
 		if mode == sandbox.V2 {
-			err = os.WriteFile(filepath.Join(c.Memory, "cgroup.freeze"), []byte(map[string]string{"FROZEN": "1", "THAWED": "0"}[v]), 0)
+			err = cgroupv2.WriteCgroupFreeze(c.Memory, v == "FROZEN")
 		} else {
-			err = os.WriteFile(filepath.Join(c.Freezer, "freezer.state"), []byte(v), 0)
+			err = cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.FreezerState(v))
 		}
 		if err != nil {
 			t.Fatal(err)

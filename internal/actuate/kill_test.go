@@ -99,7 +99,7 @@ func TestKillForkLoop(t *testing.T) {
 		// The hog joins the memory cgroup only, so the killer must make
 		// the freezer cgroup itself (the host-mode case, where workloads
 		// are not in a freezer cgroup).
-		if err := os.Remove(c.Freezer); err != nil {
+		if err := cgroup.Rmdir(c.Freezer); err != nil {
 			t.Fatal(err)
 		}
 		joined.Freezer = ""
@@ -137,7 +137,7 @@ func TestKillLeaderExited(t *testing.T) {
 	joined := c
 	if mode == sandbox.V1 {
 		// As in host mode: the killer makes the freezer cgroup itself.
-		if err := os.Remove(c.Freezer); err != nil {
+		if err := cgroup.Rmdir(c.Freezer); err != nil {
 			t.Fatal(err)
 		}
 		joined.Freezer = ""
@@ -178,7 +178,7 @@ func TestKillWhileExiting(t *testing.T) {
 	s := sandboxtest.New(t, 0)
 	c, _ := s.Child("exiting")
 	joined := c
-	if err := os.Remove(c.Freezer); err != nil {
+	if err := cgroup.Rmdir(c.Freezer); err != nil {
 		t.Fatal(err)
 	}
 	joined.Freezer = ""

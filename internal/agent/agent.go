@@ -741,8 +741,11 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	// (notify's BenchmarkMemcgThresholdRegister), two
 	// per rebuild with allocatableMemory.available. Before, a crossing that
 	// came more than the refresh interval after the last rebuild paid that
-	// between decision and eviction. Decisions are the same; a crossing
-	// meanwhile is not lost (Update reads usage again once registered).
+	// between decision and eviction. Wakeups.Update only hands the moves to
+	// a goroutine of its own, so the synchronize does not wait for the
+	// registrations either (on the real node they were most of its wall
+	// time). Decisions are the same; a crossing meanwhile is not lost (each
+	// registration reads usage again once it is in place).
 	if summary != nil && a.cfg.Updater != nil {
 		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
 	}

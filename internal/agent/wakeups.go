@@ -117,12 +117,43 @@ type Wakeups struct {
 	cancel       context.CancelFunc
 	active       []string
 
+	// The memcg thresholds are moved by a goroutine of their own (moveMemcg):
+	// registering one waits for an RCU grace period in the kernel
+	// (synchronize_rcu in mem_cgroup_usage_register_event), about 20 ms each
+	// on a busy host and two per rebuild with allocatableMemory.available,
+	// and on an idle node nearly every synchronize rebuilds (the threshold
+	// follows inactive_file, rate-limited to once per 10 s). In the
+	// synchronize that wait was most of its wall time on the real node (the
+	// DaemonSet's synchronize: 19.7 ms with one pod, 40.6 ms with 110, against
+	// 4.3 ms for the Summary and the step). Update hands the moves over and
+	// returns; only the latest Summary's moves matter, so a batch not yet
+	// started is replaced by the next. A crossing meanwhile is not lost:
+	// each registration reads the usage again once it is in place.
+	moveMu    sync.Mutex
+	moveCond  *sync.Cond
+	moves     []memcgMove // the latest batch, not started yet
+	movesGen  uint64      // batches handed over
+	movesDone uint64      // batches carried out
+	moveKick  chan struct{}
+	moveStop  chan struct{}
+	moveEnded chan struct{}
+	stopMoves sync.Once
+
 	// The notifiers on the pods cgroup's own files (v2 memory.pressure and
 	// memory.events) die with the cgroup: when the workload root is
 	// removed and created again they are set up again on the new one.
 	rootIno    uint64
 	rootClose  []func() error
 	rootActive []string
+}
+
+// memcgMove is one memcg threshold's move, computed from a Summary.
+type memcgMove struct {
+	m        *notify.MemcgThreshold
+	key, dir string
+	now      time.Time
+	usageThr int64
+	usage    int64
 }
 
 type headroomBase struct {
@@ -142,7 +173,10 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{}}
+	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{},
+		moveKick: make(chan struct{}, 1), moveStop: make(chan struct{}), moveEnded: make(chan struct{})}
+	w.moveCond = sync.NewCond(&w.moveMu)
+	go w.moveMemcg()
 	if cfg.PSI {
 		stall, win := cfg.psiParams()
 		f := "/proc/pressure/memory"
@@ -216,9 +250,10 @@ func (w *Wakeups) rewatchRoot() {
 	w.log.Info("workload root created anew; its notifiers are set up again", "cgroup", w.cfg.PodsCgroup, "notifiers", w.rootActive)
 }
 
-// Active lists the notifiers that are running (memcg thresholds appear after
-// the first Update).
+// Active lists the notifiers that are running (memcg thresholds appear once
+// the first Update's registrations are done: it waits for them).
 func (w *Wakeups) Active() []string {
+	w.settle()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := append(append([]string(nil), w.active...), w.rootActive...)
@@ -255,6 +290,7 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
+	var moves []memcgMove
 	for _, r := range resolved {
 		t := r.Threshold
 		var ms *statsv1alpha1.MemoryStats
@@ -277,29 +313,83 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 		}
 		key := t.String()
 		w.mu.Lock()
-		m, ok := w.memcg[key]
-		if !ok {
+		m := w.memcg[key]
+		if m == nil {
 			m = notify.NewMemcgThreshold(w.poller, w.waker, string(t.Signal), dir)
 			if w.cfg.RefreshInterval > 0 {
 				m.RefreshInterval = w.cfg.RefreshInterval
 			}
 			w.memcg[key] = m
 		}
-		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
-		usageThr := notify.UsageThreshold(capacity, thr, inactive)
-		rebuilt, err := m.Update(now, usageThr, int64(*ms.UsageBytes))
-		if err != nil {
-			w.failOnce("memcg-threshold "+key, err)
-		} else if rebuilt && !ok {
-			w.log.Info("memcg threshold notifier set", "threshold", key, "cgroup", dir, "usage_threshold_bytes", usageThr)
-		}
 		w.mu.Unlock()
+		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
+		moves = append(moves, memcgMove{m: m, key: key, dir: dir, now: now,
+			usageThr: notify.UsageThreshold(capacity, thr, inactive), usage: int64(*ms.UsageBytes)})
+	}
+	if len(moves) > 0 {
+		w.moveMu.Lock()
+		w.moves = moves
+		w.movesGen++
+		w.moveMu.Unlock()
+		select {
+		case w.moveKick <- struct{}{}:
+		default: // a kick is pending: the worker takes the latest batch
+		}
 	}
 	if pods != nil && pods.WorkingSetBytes != nil && len(heads) > 0 {
 		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), headrooms: heads})
 		if w.fast != nil {
 			w.fast.Rebase(heads)
 		}
+	}
+}
+
+// moveMemcg carries out the memcg threshold moves Update hands over, the
+// latest batch each time, until Close.
+func (w *Wakeups) moveMemcg() {
+	defer close(w.moveEnded)
+	for {
+		select {
+		case <-w.moveStop:
+			return
+		case <-w.moveKick:
+		}
+		w.moveMu.Lock()
+		moves, gen := w.moves, w.movesGen
+		w.moves = nil
+		w.moveMu.Unlock()
+		for _, mv := range moves {
+			first := mv.m.Threshold() == 0
+			rebuilt, err := mv.m.Update(mv.now, mv.usageThr, mv.usage)
+			switch {
+			case err != nil:
+				w.mu.Lock()
+				w.failOnce("memcg-threshold "+mv.key, err)
+				w.mu.Unlock()
+			case rebuilt && first:
+				w.log.Info("memcg threshold notifier set", "threshold", mv.key, "cgroup", mv.dir, "usage_threshold_bytes", mv.usageThr)
+			}
+		}
+		w.moveMu.Lock()
+		w.movesDone = gen
+		w.moveCond.Broadcast()
+		w.moveMu.Unlock()
+	}
+}
+
+// settle waits until the memcg moves handed over so far are carried out
+// (or the worker stopped).
+func (w *Wakeups) settle() {
+	w.moveMu.Lock()
+	defer w.moveMu.Unlock()
+	gen := w.movesGen
+	for w.movesDone < gen {
+		select {
+		case <-w.moveEnded:
+			return
+		default:
+		}
+		w.moveCond.Wait()
 	}
 }
 
@@ -336,6 +426,11 @@ func (w *Wakeups) Close() error {
 	if w.cancel != nil {
 		w.cancel()
 	}
+	w.stopMoves.Do(func() { close(w.moveStop) })
+	<-w.moveEnded
+	w.moveMu.Lock()
+	w.moveCond.Broadcast() // a settle waiting for a batch that will not run
+	w.moveMu.Unlock()
 	w.mu.Lock()
 	for _, m := range w.memcg {
 		m.Close()

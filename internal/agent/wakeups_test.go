@@ -1,9 +1,17 @@
 package agent
 
 import (
+	"io"
+	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/policy"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Apply resolves the switches as evictd run documents them (docs/agent.md):
@@ -37,5 +45,50 @@ func TestWakeupSwitchesApply(t *testing.T) {
 		if got := (want{cfg.MemcgThresholds, cfg.PSI, cfg.MemoryEvents, cfg.FastPoll}); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestWakeupsRegisterMemcgThresholdsAside, on a real cgroup v1 memory
+// cgroup: Update hands the memcg registration to Wakeups' own goroutine
+// (registering waits for an RCU grace period in the kernel, which the
+// synchronize does not), only the latest Summary's threshold is kept when
+// several come before the goroutine is done, and Active waits for the
+// registrations handed over so far.
+func TestWakeupsRegisterMemcgThresholdsAside(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	dir := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, cgrouptest.UniqueName(t))
+	w, err := NewWakeups(WakeupConfig{MemoryRoot: cgrouptest.V1Memory, PodsCgroup: dir, MemcgThresholds: true,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	thr := policy.Threshold{Signal: policy.SignalAllocatableMemoryAvailable, Operator: policy.OpLessThan,
+		Value: policy.ThresholdValue{Quantity: resource.NewQuantity(100<<20, resource.BinarySI)}}
+	update := func(now time.Time, usage, workingSet uint64) {
+		capacity := int64(1 << 30)
+		s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{SystemContainers: []statsv1alpha1.ContainerStats{{
+			Name: statsv1alpha1.SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{UsageBytes: &usage, WorkingSetBytes: &workingSet}}}}}
+		w.Update(now, s, []policy.ResolvedThreshold{{Threshold: thr, Quantity: *resource.NewQuantity(100<<20, resource.BinarySI),
+			Observation: policy.Observation{Signal: thr.Signal, Capacity: *resource.NewQuantity(capacity, resource.BinarySI),
+				Available: *resource.NewQuantity(capacity-int64(workingSet), resource.BinarySI)}}})
+	}
+	start := time.Now()
+	update(start, 10<<20, 8<<20)
+	// Later Summaries, past the rate limit: each moves the threshold (its
+	// inactive_file term changes); the last one is what must end up
+	// registered.
+	update(start.Add(11*time.Second), 12<<20, 8<<20)
+	update(start.Add(22*time.Second), 14<<20, 8<<20)
+	want := "memcg-threshold " + thr.String()
+	if got := w.Active(); !slices.Contains(got, want) {
+		t.Fatalf("Active after Update: %v, want %q among them", got, want)
+	}
+	w.mu.Lock()
+	m := w.memcg[thr.String()]
+	w.mu.Unlock()
+	// capacity − threshold + inactive (usage − working set) of the last Summary.
+	if got, want := m.Threshold(), int64(1<<30)-100<<20+(14<<20-8<<20); got != want {
+		t.Errorf("registered usage threshold %d, want %d (the last Summary's)", got, want)
 	}
 }

@@ -114,11 +114,15 @@ type listedPackage struct {
 	ImportPath string
 	Dir        string
 	GoFiles    []string
-	Imports    []string
-	Standard   bool
-	DepOnly    bool
-	Module     *struct{ Path string }
-	Error      *struct{ Err string }
+	// TestGoFiles and XTestGoFiles: TestKernelWritesStayInTheEdges checks
+	// tests too.
+	TestGoFiles  []string
+	XTestGoFiles []string
+	Imports      []string
+	Standard     bool
+	DepOnly      bool
+	Module       *struct{ Path string }
+	Error        *struct{ Err string }
 }
 
 // listGraph lists the core packages and everything they depend on

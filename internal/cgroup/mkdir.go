@@ -9,6 +9,28 @@ import (
 	"time"
 )
 
+// Mkdir creates the cgroup dir, whose parent must exist: a new cgroup of
+// the hierarchy, with its controllers' files made by the kernel. An
+// existing dir is an *fs.PathError with EEXIST (errors.Is(err,
+// fs.ErrExist)).
+func Mkdir(dir string) error {
+	if err := syscall.Mkdir(dir, 0o755); err != nil {
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// Rmdir removes the cgroup dir once, without waiting: a cgroup with
+// processes or child cgroups is EBUSY, one already gone ENOENT
+// (errors.Is(err, fs.ErrNotExist)), each in an *fs.PathError. RemoveAll
+// waits for a busy one.
+func Rmdir(dir string) error {
+	if err := syscall.Rmdir(dir); err != nil {
+		return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
+}
+
 // MkdirAll creates the cgroup dir and any missing parents (each a new cgroup
 // of the hierarchy) and returns the directories it created, parents first,
 // for RemoveAll to take down again.
@@ -25,7 +47,7 @@ func MkdirAll(dir string) ([]string, error) {
 	}
 	var created []string
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := Mkdir(missing[i]); err != nil && !errors.Is(err, fs.ErrExist) {
 			return created, err
 		}
 		created = append(created, missing[i])

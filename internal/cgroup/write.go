@@ -76,3 +76,23 @@ const pidsSince = "4.3"
 func WritePidsMax(dir string, v uint64) error {
 	return WriteFile(dir, "pids.max", pidsSince, FormatLimit(v))
 }
+
+// WriteCgroupSubtreeControl enables controllers (e.g. "memory", "pids")
+// for dir's children by writing "+memory +pids" to a v2 cgroup's
+// cgroup.subtree_control. A controller the parent has not enabled for dir
+// is an *fs.PathError with ENOENT or EINVAL; one busy with processes in dir itself
+// EBUSY.
+func WriteCgroupSubtreeControl(dir string, controllers ...string) error {
+	var b []byte
+	for i, c := range controllers {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(append(b, '+'), c...)
+	}
+	return WriteFile(dir, "cgroup.subtree_control", subtreeControlSince, string(b))
+}
+
+// subtreeControlSince is the kernel that added cgroup v2 and its
+// cgroup.subtree_control.
+const subtreeControlSince = "4.5"

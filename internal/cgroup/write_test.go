@@ -39,3 +39,23 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("FormatLimit(Max) = %q", got)
 	}
 }
+
+// TestMkdirRmdirErrors: the one-shot cgroup directory writers type their
+// errors as the readers do (checked on a plain directory: the errno is the
+// filesystem's, the wrapping is what callers switch on).
+func TestMkdirRmdirErrors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cg")
+	if err := cgroup.Mkdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	var pe *fs.PathError
+	if err := cgroup.Mkdir(dir); !errors.Is(err, fs.ErrExist) || !errors.As(err, &pe) || pe.Op != "mkdir" {
+		t.Errorf("Mkdir of an existing dir: %v, want an *fs.PathError (mkdir) that is fs.ErrExist", err)
+	}
+	if err := cgroup.Rmdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cgroup.Rmdir(dir); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Op != "rmdir" {
+		t.Errorf("Rmdir of a gone dir: %v, want an *fs.PathError (rmdir) that is fs.ErrNotExist", err)
+	}
+}

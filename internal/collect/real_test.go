@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/host"
 )
 
@@ -69,7 +71,7 @@ func TestRealKubepodsTreeV1(t *testing.T) {
 		t.Run(tc.driver, func(t *testing.T) {
 			podsRel := "/" + base + "-" + tc.driver + "/" + tc.pods
 			podsDir := cgrouptest.Mkdirs(t, mem, strings.TrimPrefix(podsRel, "/"))
-			if err := os.WriteFile(filepath.Join(podsDir, "memory.limit_in_bytes"), []byte("1G"), 0); err != nil {
+			if err := cgroupv1.WriteMemoryLimitInBytes(podsDir, 1<<30); err != nil {
 				t.Fatal(err)
 			}
 			dirs := map[string]string{}
@@ -196,10 +198,13 @@ func TestRealStatV1(t *testing.T) {
 	pod := base + "/kubepods/burstable/pod" + uidA
 	live := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pod+"/live")
 	oomed := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pod+"/oomed")
-	if err := os.WriteFile(filepath.Join(oomed, "memory.limit_in_bytes"), []byte("16M"), 0); err != nil {
+	if err := cgroupv1.WriteMemoryLimitInBytes(oomed, 16<<20); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.WriteFile(filepath.Join(oomed, "memory.memsw.limit_in_bytes"), []byte("16M"), 0)
+	// No swap escape where swap is accounted (memsw exists).
+	if err := cgroupv1.WriteMemoryMemswLimitInBytes(oomed, 16<<20); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatal(err)
+	}
 	cgrouptest.StartHog(t, 24, live)
 	if err := cgrouptest.RunHogToDeath(t, 48, oomed); err == nil {
 		t.Fatal("a 48 MiB hog exited cleanly under a 16 MiB limit")
@@ -257,10 +262,12 @@ func TestRealKubepodsTreeV2(t *testing.T) {
 	live := cgrouptest.Mkdirs(t, root, podRel+"/cri-containerd-live.scope")
 	oomed := cgrouptest.Mkdirs(t, root, podRel+"/cri-containerd-oomed.scope")
 	cgrouptest.EnableV2Controllers(t, root, podRel)
-	if err := os.WriteFile(filepath.Join(oomed, "memory.max"), []byte("16M"), 0); err != nil {
+	if err := cgroupv2.WriteMemoryMax(oomed, 16<<20); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.WriteFile(filepath.Join(oomed, "memory.swap.max"), []byte("0"), 0)
+	if err := cgroupv2.WriteMemorySwapMax(oomed, 0); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatal(err)
+	}
 	cgrouptest.StartHog(t, 24, live)
 	if err := cgrouptest.RunHogToDeath(t, 48, oomed); err == nil {
 		t.Fatal("a 48 MiB hog exited cleanly under memory.max=16M")

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func open(t *testing.T, path string) *os.File {
@@ -308,5 +313,32 @@ func TestParseVMStatOOMKill(t *testing.T) {
 	}
 	if _, err := ReadVMStatOOMKill("/proc"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenPressureTriggerErrors: no pressure file is "not supported" (no
+// PSI), naming the file; a refused trigger is the errno in an *fs.PathError
+// (a regular file takes any write, so the refusal is checked on the real
+// file: a window the kernel refuses).
+func TestOpenPressureTriggerErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "memory")
+	_, err := OpenPressureTrigger(missing, 150*time.Millisecond, 2*time.Second)
+	var ns *NotSupportedError
+	if !errors.As(err, &ns) || ns.Path != missing || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("missing pressure file: %v, want a *NotSupportedError naming %s", err, missing)
+	}
+	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
+		t.Skipf("no /proc/pressure/memory here (%v): the kernel's refusal is not checked", err)
+	}
+	// 1 s is below the 2 s unit the kernel allows an unprivileged writer;
+	// with CAP_SYS_RESOURCE it is accepted, so only a refusal is checked.
+	fd, err := OpenPressureTrigger("/proc/pressure/memory", 150*time.Millisecond, 1500*time.Millisecond)
+	if err == nil {
+		unix.Close(fd)
+		t.Skip("the kernel accepted a 1.5 s window (privileged writer): no refusal to check")
+	}
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("refused trigger: %v, want an *fs.PathError with EINVAL", err)
 	}
 }

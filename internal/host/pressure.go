@@ -2,8 +2,13 @@ package host
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // PSILine is one line of a pressure file. Avg* are percentages of wall time;
@@ -101,4 +106,48 @@ func parsePercent(b []byte) (float64, error) {
 		return 0, errNotNumber
 	}
 	return v, nil
+}
+
+// psiSince is the kernel that added PSI, which a kernel can also turn off
+// at boot.
+const psiSince = "4.20 with CONFIG_PSI and without psi=0"
+
+// OpenPressureTrigger writes the trigger "some <stall µs> <window µs>" to
+// the pressure file at path (/proc/pressure/memory, or a cgroup v2
+// cgroup's memory.pressure) and returns its open descriptor: the trigger
+// lives as long as it stays open, and the kernel wakes poll(POLLPRI) on it
+// whenever tasks stalled on memory for stall within a window. The caller
+// validates stall and window (the kernel refuses a window that is not a
+// multiple of 2 s from a writer without CAP_SYS_RESOURCE: EINVAL) and
+// closes the descriptor. A missing file is a *NotSupportedError (no PSI);
+// anything else an *fs.PathError with the errno.
+func OpenPressureTrigger(path string, stall, window time.Duration) (int, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.ENOENT {
+		return -1, &NotSupportedError{Path: path, MinKernel: psiSince}
+	}
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	// The kernel wants the trigger with its terminating NUL.
+	spec := strconv.AppendInt(append(strconv.AppendInt([]byte("some "), stall.Microseconds(), 10), ' '), window.Microseconds(), 10)
+	spec = append(spec, 0)
+	for {
+		_, err = unix.Write(fd, spec)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "write", Path: path, Err: fmt.Errorf("trigger %q: %w", spec[:len(spec)-1], err)}
+	}
+	return fd, nil
 }

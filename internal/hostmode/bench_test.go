@@ -3,13 +3,12 @@ package hostmode
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -28,7 +27,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 	sb := sandboxtest.New(b, 0)
 	for i := range 500 {
 		dir := filepath.Join(sb.Parent.Memory, fmt.Sprintf("w%d", i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := cgroup.Mkdir(dir); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { rmdirRetry(b, dir) })
@@ -38,7 +37,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			if err := cgroup.WriteCgroupProcs(dir, cmd.Process.Pid); err != nil {
 				b.Fatal(err)
 			}
 		}

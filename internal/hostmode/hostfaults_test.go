@@ -14,6 +14,8 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cgroup"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -109,7 +111,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err := h.Healthy(); err != nil {
 		t.Fatalf("before: %v", err)
 	}
-	if err := os.Remove(root.Memory); err != nil {
+	if err := cgroup.Rmdir(root.Memory); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < agent.DefaultUnhealthyAfter; i++ {
@@ -124,7 +126,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if n := strings.Count(logs.String(), "listing workloads failed"); n != 1 {
 		t.Errorf("failure logged %d times, want 1:\n%s", n, logs.String())
 	}
-	if err := os.Mkdir(root.Memory, 0o755); err != nil {
+	if err := cgroup.Mkdir(root.Memory); err != nil {
 		t.Fatal(err)
 	}
 	sync()
@@ -135,10 +137,10 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	// if the new root is watched (the first fills the cache).
 	for i, name := range []string{"w1", "w2"} {
 		c := sandbox.Cgroup{Name: name, Rel: root.Rel + "/" + name, Memory: root.Memory + "/" + name}
-		if err := os.Mkdir(c.Memory, 0o755); err != nil {
+		if err := cgroup.Mkdir(c.Memory); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.Remove(c.Memory) })
+		t.Cleanup(func() { cgroup.RemoveAll([]string{c.Memory}, time.Second) })
 		hg := sandboxtest.StartHog(t, "alloc 8Mi; hold", c)
 		waitProcs(t, c.Memory, hg.Pid)
 		rec := sync()
@@ -194,17 +196,17 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	if !slices.Contains(h.Wakeups.Active(), want) {
 		t.Fatalf("notifiers %v lack %q", h.Wakeups.Active(), want)
 	}
-	if err := os.Remove(root.Memory); err != nil {
+	if err := cgroup.Rmdir(root.Memory); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(root.Memory, 0o755); err != nil {
+	if err := cgroup.Mkdir(root.Memory); err != nil {
 		t.Fatal(err)
 	}
 	h.Sync(context.Background(), agent.Trigger{Reason: "timer", At: time.Now()})
 	for len(h.Wakeups.C()) > 0 {
 		<-h.Wakeups.C()
 	}
-	if err := os.WriteFile(root.Memory+"/memory.high", []byte("16777216"), 0); err != nil {
+	if err := cgroupv2.WriteMemoryHigh(root.Memory, 16<<20); err != nil {
 		t.Fatal(err)
 	}
 	sandboxtest.StartHog(t, "alloc 32Mi; hold", sandbox.Cgroup{Name: "root", Rel: root.Rel, Memory: root.Memory})

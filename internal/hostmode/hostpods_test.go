@@ -2,7 +2,6 @@ package hostmode
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -30,7 +30,7 @@ func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 	mk := func(name string) sandbox.Cgroup {
 		t.Helper()
 		dir := filepath.Join(sb.Parent.Memory, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := cgroup.Mkdir(dir); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rmdirRetry(t, dir) })
@@ -162,12 +162,7 @@ func syncHog(t *testing.T, h *sandboxtest.Hog) {
 
 func rmdirRetry(t testing.TB, dir string) {
 	t.Helper()
-	var err error
-	for range 100 {
-		if err = os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := cgroup.RemoveAll([]string{dir}, 2*time.Second); err != nil {
+		t.Errorf("rmdir %s: %v", dir, err)
 	}
-	t.Errorf("rmdir %s: %v", dir, err)
 }

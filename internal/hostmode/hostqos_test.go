@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -72,7 +73,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			for _, pid := range []int{wh.Pid, bh.Pid} {
 				// A known start (the test process may be at -999 after
 				// another test's Start); raising needs no capability.
-				if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("0"), 0); err != nil {
+				if err := host.WriteOOMScoreAdj("/proc", pid, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

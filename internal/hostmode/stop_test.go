@@ -12,6 +12,8 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -151,14 +153,21 @@ func TestStartThawsWorkloadLeftFrozen(t *testing.T) {
 	}
 	h := sandboxtest.StartHog(t, "hold", c)
 	waitProcs(t, c.Memory, h.Pid)
-	file, state, frozen, thawed := filepath.Join(c.Freezer, "freezer.state"), "FROZEN", "FROZEN", "THAWED"
-	if mode == sandbox.V2 {
-		file, state, frozen, thawed = filepath.Join(c.Memory, "cgroup.freeze"), "1", "1", "0"
+	file, frozen, thawed := filepath.Join(c.Freezer, "freezer.state"), "FROZEN", "THAWED"
+	freeze := func(on bool) error {
+		if on {
+			return cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.Frozen)
+		}
+		return cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.Thawed)
 	}
-	if err := os.WriteFile(file, []byte(state), 0); err != nil {
+	if mode == sandbox.V2 {
+		file, frozen, thawed = filepath.Join(c.Memory, "cgroup.freeze"), "1", "0"
+		freeze = func(on bool) error { return cgroupv2.WriteCgroupFreeze(c.Memory, on) }
+	}
+	if err := freeze(true); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.WriteFile(file, []byte(thawed), 0) })
+	t.Cleanup(func() { freeze(false) })
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) == frozen {
 			break

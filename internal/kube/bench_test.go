@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
@@ -44,7 +42,7 @@ func BenchmarkKubeSynchronize(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			if err := cgroup.WriteCgroupProcs(dir, cmd.Process.Pid); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/policy"
@@ -158,7 +159,7 @@ func setupNode(t *testing.T) *nodeSetup {
 		return cgrouptest.StartHog(t, mib, d)
 	}
 	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
-	if err := os.WriteFile(filepath.Join(cgrouptest.V1Memory, pods, "memory.limit_in_bytes"), []byte("256M"), 0); err != nil {
+	if err := cgroupv1.WriteMemoryLimitInBytes(filepath.Join(cgrouptest.V1Memory, pods), 256<<20); err != nil {
 		t.Fatal(err)
 	}
 	mk(fmt.Sprintf("%s/besteffort/pod%s/%s", pods, self.UID, cid(self)), 96)

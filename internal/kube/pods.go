@@ -91,12 +91,57 @@ func NewPods(ctx context.Context, client kubernetes.Interface, node string, self
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
 	p := &Pods{Node: node, Self: self, informer: f.Core().V1().Pods().Informer(), stop: make(chan struct{})}
+	if podTransform != nil {
+		if err := p.informer.SetTransform(podTransform); err != nil {
+			return nil, fmt.Errorf("kube: pod informer: %w", err)
+		}
+	}
 	f.Start(p.stop)
 	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
 		p.Close()
 		return nil, fmt.Errorf("kube: listing the pods of node %s did not finish: %w", node, context.Cause(ctx))
 	}
 	return p, nil
+}
+
+// podTransform is what the informer does to each pod before it caches it
+// (trimPod; nil in a benchmark's baseline).
+var podTransform cache.TransformFunc = trimPod
+
+// lastAppliedAnnotation is kubectl apply's copy of the whole object.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// trimPod drops from a pod what evictd never reads, before the informer
+// caches it (client-go's documented use of a transform: the object is the
+// informer's own, freshly decoded, and may be changed in place): the
+// managed fields (server-side apply's record of who set what, often the
+// largest part of a pod object), kubectl's last-applied-configuration
+// annotation (the whole object again), and in every container its
+// environment, command, arguments, probes and lifecycle hooks. Everything
+// the engine ranks and names by stays — metadata (labels, the other
+// annotations: mirror, config source), resources, priority, volumes (their
+// size limits), tolerations, owner references — and the whole status.
+// Measured by BenchmarkPodInformerMemory (docs/kubernetes.md#cost).
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return obj, nil // a tombstone or another kind: as it is
+	}
+	pod.ManagedFields = nil
+	delete(pod.Annotations, lastAppliedAnnotation)
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			c.Env, c.EnvFrom, c.Command, c.Args = nil, nil, nil, nil
+			c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := &pod.Spec.EphemeralContainers[i].EphemeralContainerCommon
+		c.Env, c.EnvFrom, c.Command, c.Args = nil, nil, nil, nil
+		c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
+	}
+	return pod, nil
 }
 
 // Close stops the informer.

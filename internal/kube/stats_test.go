@@ -22,6 +22,8 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -87,11 +89,11 @@ func kubepodsTree(t *testing.T, root string, v2 bool, driver string) string {
 			cgrouptest.EnableV2Controllers(t, root, filepath.Dir(rel))
 		}
 	}
-	limitFile := "memory.limit_in_bytes"
+	setLimit := cgroupv1.WriteMemoryLimitInBytes
 	if v2 {
-		limitFile = "memory.max"
+		setLimit = cgroupv2.WriteMemoryMax
 	}
-	if err := os.WriteFile(filepath.Join(root, pods, limitFile), []byte("256M"), 0); err != nil {
+	if err := setLimit(filepath.Join(root, pods), 256<<20); err != nil {
 		t.Fatal(err)
 	}
 	for rel, mib := range dirs {

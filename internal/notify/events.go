@@ -24,7 +24,7 @@ type EventsWatch struct {
 
 // NewEventsWatch opens path (a memory.events file) and watches it.
 func NewEventsWatch(p *Poller, sink Sink, path string) (*EventsWatch, error) {
-	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
+	fd, err := openReadOnly(path)
 	if err != nil {
 		return nil, fmt.Errorf("memory.events watch: %w", err)
 	}

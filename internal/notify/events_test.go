@@ -1,12 +1,12 @@
 package notify
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
@@ -19,7 +19,7 @@ func TestEventsWatchWakesOnHigh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(c.Memory, "memory.high"), []byte("16777216"), 0); err != nil {
+	if err := cgroupv2.WriteMemoryHigh(c.Memory, 16<<20); err != nil {
 		t.Fatal(err)
 	}
 	p, err := NewPoller()
@@ -52,7 +52,7 @@ func TestPSITriggerCgroupV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(c.Memory, "memory.high"), []byte("16777216"), 0); err != nil {
+	if err := cgroupv2.WriteMemoryHigh(c.Memory, 16<<20); err != nil {
 		t.Fatal(err)
 	}
 	p, err := NewPoller()

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -220,29 +219,25 @@ var ErrNoEventControl = errors.New("no cgroup.event_control (not a cgroup v1 mem
 // returns the eventfd and the usage read once the registration is in place
 // (-1 if that read failed: the caller then sees no crossing to report).
 func registerMemcgThreshold(dir string, value int64) (efd int, usage int64, err error) {
-	control := filepath.Join(dir, "cgroup.event_control")
 	attr := filepath.Join(dir, usageAttribute)
-	watchfd, err := openRetry(attr, unix.O_RDONLY|unix.O_CLOEXEC)
-	if err != nil {
-		return -1, 0, fmt.Errorf("memcg threshold: open %s: %w", attr, err)
-	}
-	defer unix.Close(watchfd)
-	controlfd, err := openRetry(control, unix.O_WRONLY|unix.O_CLOEXEC)
+	watchfd, err := openReadOnly(attr)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return -1, 0, fmt.Errorf("memcg threshold: %s: %w", dir, ErrNoEventControl)
 		}
-		return -1, 0, fmt.Errorf("memcg threshold: open %s: %w", control, err)
+		return -1, 0, fmt.Errorf("memcg threshold: open %s: %w", attr, err)
 	}
-	defer unix.Close(controlfd)
+	defer unix.Close(watchfd)
 	efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return -1, 0, fmt.Errorf("memcg threshold: eventfd: %w", err)
 	}
-	line := strconv.Itoa(efd) + " " + strconv.Itoa(watchfd) + " " + strconv.FormatInt(value, 10)
-	if _, err := writeRetry(controlfd, []byte(line)); err != nil {
+	if err := cgroupv1.WriteCgroupEventControl(dir, efd, watchfd, value); err != nil {
 		unix.Close(efd)
-		return -1, 0, fmt.Errorf("memcg threshold: write %q to %s: %w", line, control, err)
+		if errors.Is(err, errors.ErrUnsupported) {
+			return -1, 0, fmt.Errorf("memcg threshold: %s: %w", dir, ErrNoEventControl)
+		}
+		return -1, 0, fmt.Errorf("memcg threshold: %w", err)
 	}
 	return efd, preadUsage(watchfd, attr), nil
 }
@@ -257,9 +252,13 @@ func preadUsage(fd int, path string) int64 {
 	return int64(v)
 }
 
-func openRetry(path string, flags int) (int, error) {
+// openReadOnly opens path read-only for a notification descriptor (POLLPRI
+// on memory.events, a memcg threshold's memory.usage_in_bytes), retrying
+// EINTR. Writes to kernel files go through internal/cgroup and
+// internal/host.
+func openReadOnly(path string) (int, error) {
 	for {
-		fd, err := unix.Open(path, flags, 0)
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/host"
 )
 
 // PSI trigger limits. The kernel accepts windows of 500 ms … 10 s, but when
@@ -56,15 +58,9 @@ func NewPSITrigger(p *Poller, sink Sink, path string, stall, window time.Duratio
 	if err := ValidatePSI(stall, window); err != nil {
 		return nil, err
 	}
-	fd, err := openRetry(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	fd, err := host.OpenPressureTrigger(path, stall, window)
 	if err != nil {
 		return nil, fmt.Errorf("psi trigger: %w", err)
-	}
-	spec := fmt.Sprintf("some %d %d", stall.Microseconds(), window.Microseconds())
-	// The kernel wants the trigger with its terminating NUL.
-	if _, err := writeRetry(fd, append([]byte(spec), 0)); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("psi trigger: write %q to %s: %w", spec, path, err)
 	}
 	t := &PSITrigger{path: path, p: p, fd: fd}
 	src := "psi " + path

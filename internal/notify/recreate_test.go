@@ -1,10 +1,10 @@
 package notify
 
 import (
-	"os"
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
@@ -26,10 +26,10 @@ func TestMemcgThresholdSurvivesRecreatedCgroup(t *testing.T) {
 	if rebuilt, err := m.Update(start, u+50*mi, u); err != nil || !rebuilt {
 		t.Fatalf("Update: rebuilt=%v err=%v", rebuilt, err)
 	}
-	if err := os.Remove(c.Memory); err != nil {
+	if err := cgroup.Rmdir(c.Memory); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(c.Memory, 0o755); err != nil {
+	if err := cgroup.Mkdir(c.Memory); err != nil {
 		t.Fatal(err)
 	}
 	drain(w)

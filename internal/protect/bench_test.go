@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/memqos"
 )
 
@@ -71,36 +72,37 @@ func benchRoot(b *testing.B) (string, bool) {
 	b.Helper()
 	mem, v2 := memoryRoot(b)
 	root := filepath.Join(mem, fmt.Sprintf("evictd-bench-protect-%d", os.Getpid()))
-	if err := os.Mkdir(root, 0o755); err != nil {
+	if err := cgroup.Mkdir(root); err != nil {
 		b.Fatal(err)
 	}
 	var cmds []*os.Process
+	dirs := []string{root}
 	b.Cleanup(func() {
 		for _, c := range cmds {
 			c.Kill()
 			c.Wait()
 		}
-		for i := 0; i < benchWorkloads; i++ {
-			os.Remove(filepath.Join(root, fmt.Sprintf("w%d", i)))
+		if err := cgroup.RemoveAll(dirs, 2*time.Second); err != nil {
+			b.Error(err)
 		}
-		os.Remove(root)
 	})
 	if v2 {
-		if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+		if err := cgroup.WriteCgroupSubtreeControl(root, "memory"); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for i := 0; i < benchWorkloads; i++ {
 		dir := filepath.Join(root, fmt.Sprintf("w%d", i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := cgroup.Mkdir(dir); err != nil {
 			b.Fatal(err)
 		}
+		dirs = append(dirs, dir)
 		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "600"}, &os.ProcAttr{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		cmds = append(cmds, p)
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(p.Pid)), 0); err != nil {
+		if err := cgroup.WriteCgroupProcs(dir, p.Pid); err != nil {
 			b.Fatal(err)
 		}
 	}

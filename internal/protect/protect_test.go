@@ -1,8 +1,9 @@
 package protect
 
 import (
+	"bufio"
 	"bytes"
-	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -123,7 +124,7 @@ func startIn(t *testing.T, dir string, argv ...string) *exec.Cmd {
 
 func moveInto(t *testing.T, dir string, pid int) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+	if err := cgroup.WriteCgroupProcs(dir, pid); err != nil {
 		t.Fatalf("moving %d into %s: %v", pid, dir, err)
 	}
 }
@@ -156,11 +157,15 @@ func newProtector(t *testing.T, s memqos.Settings, root string, dry bool, logs *
 func TestOOMScoreAdjKept(t *testing.T) {
 	root, v2 := newRoot(t, "web", "db", "batch")
 	web, db, batch := filepath.Join(root, "web"), filepath.Join(root, "db"), filepath.Join(root, "batch")
-	dir := t.TempDir()
-	go1, childPid := filepath.Join(dir, "go"), filepath.Join(dir, "child")
-	// web's process forks a child only when told to, after Apply.
-	webCmd := startIn(t, web, "sh", "-c", fmt.Sprintf(
-		`while [ ! -e %s ]; do sleep 0.05; done; sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait`, go1, childPid, childPid, childPid))
+	// web's process forks a child only when told to, after Apply, and says
+	// its PID. Only shell builtins but the child: no other process ever
+	// runs in web, so a later Apply lists exactly {shell, child}. (The
+	// shell used to wait for the go-ahead in a loop of `sleep 0.05` and
+	// report through `mv`: on a loaded machine such a short-lived helper
+	// was still in web at one Apply and gone at the next, a changed
+	// process list that made the quiet Apply read web's memory files
+	// again: "quiet Apply: 6 reads, 0 writes; want 3 reads".)
+	webCmd, goAhead := startTalking(t, web, `read _; sleep 300 & echo $!; wait`)
 	dbCmd := startIn(t, db, "sleep", "300")
 	batchCmd := startIn(t, batch, "sleep", "300")
 	for _, c := range []*exec.Cmd{webCmd, dbCmd, batchCmd} {
@@ -174,7 +179,11 @@ func TestOOMScoreAdjKept(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	p := newProtector(t, settings(v2, memqos.ReservationNone, nil), root, false, &logs, nil)
+	// A clock that stands still: on the machine's clock a loaded run could
+	// take DefaultVerifyEvery between two Applies, and the quiet one would
+	// then verify every file and process.
+	at := time.Now()
+	p := newProtector(t, settings(v2, memqos.ReservationNone, nil), root, false, &logs, func() time.Time { return at })
 	own := oomOf(t, os.Getpid())
 	t.Cleanup(func() { host.WriteOOMScoreAdj("/proc", os.Getpid(), own) })
 	p.Start()
@@ -204,10 +213,7 @@ func TestOOMScoreAdjKept(t *testing.T) {
 	}
 
 	// A child forked after Apply inherits its parent's value.
-	if err := os.WriteFile(go1, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	child := waitPid(t, childPid)
+	child := goAhead()
 	if got := oomOf(t, child); got != 875 {
 		t.Errorf("child %d forked in web after Apply: oom_score_adj %d, want 875 (inherited)", child, got)
 	}
@@ -238,21 +244,54 @@ func TestOOMScoreAdjKept(t *testing.T) {
 	}
 }
 
-func waitPid(t *testing.T, path string) int {
+// startTalking starts `sh -c script` in cgroup dir with its standard input
+// and output on pipes: goAhead writes a line to the shell and returns the
+// PID it prints back (its first output line), bounded by a hang guard.
+func startTalking(t *testing.T, dir, script string) (*exec.Cmd, func() int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // hang guard only
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
+	cmd := exec.Command("sh", "-c", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if err := host.WriteOOMScoreAdj("/proc", cmd.Process.Pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	moveInto(t, dir, cmd.Process.Pid)
+	lines := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	goAhead := func() int {
+		t.Helper()
+		if _, err := io.WriteString(in, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l, ok := <-lines:
+			pid, err := strconv.Atoi(strings.TrimSpace(l))
+			if !ok || err != nil {
+				t.Fatalf("the shell in %s said %q, want its child's PID", dir, l)
 			}
 			return pid
+		case <-time.After(30 * time.Second): // hang guard only
+			t.Fatalf("the shell in %s said nothing in 30 s", dir)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return 0
 	}
-	t.Fatalf("%s never appeared", path)
-	return 0
+	return cmd, goAhead
 }
 
 // TestDryRunWritesNothing: a dry run logs each value it would write, once,

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/memqos"
 	"github.com/evictd/evictd/test/vm/vmtest"
 )
@@ -113,10 +114,10 @@ func TestUnwritableFileLoggedOnce(t *testing.T) {
 	root := v2Root(t)
 	// A child of a child whose subtree_control lacks memory: no memory files.
 	mid := filepath.Join(root, "web")
-	if err := os.Mkdir(mid, 0o755); err != nil {
+	if err := cgroup.Mkdir(mid); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(mid) })
+	t.Cleanup(func() { cgroup.RemoveAll([]string{mid}, time.Second) })
 	vmtest.WriteFile(t, root, "cgroup.subtree_control", "-memory")
 	h := vmtest.StartHelper(t, mid, "sleep")
 	var logs bytes.Buffer

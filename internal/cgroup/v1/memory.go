@@ -223,6 +223,32 @@ func WriteMemoryLimitInBytes(dir string, v uint64) error {
 	return cgroup.WriteFile(dir, "memory.limit_in_bytes", memcgSince, s)
 }
 
+// WriteMemoryMemswLimitInBytes writes memory.memsw.limit_in_bytes, the limit
+// of memory plus swap (cgroup.Max writes -1). It must not be below
+// memory.limit_in_bytes (EINVAL), and it is missing (a
+// *cgroup.NotSupportedError) without swap accounting (swapaccount=1).
+func WriteMemoryMemswLimitInBytes(dir string, v uint64) error {
+	s := "-1"
+	if v != cgroup.Max {
+		s = strconv.FormatUint(v, 10)
+	}
+	return cgroup.WriteFile(dir, "memory.memsw.limit_in_bytes", "2.6.34 with swap accounting", s)
+}
+
+// WriteCgroupEventControl registers a memory threshold with the kernel by
+// writing "<eventfd> <watchfd> <threshold>" to cgroup.event_control: the
+// kernel signals eventfd each time the counter open as watchfd (here
+// memory.usage_in_bytes of dir) crosses threshold bytes, upward or
+// downward. The registration lives until eventfd is closed. The write waits
+// for an RCU grace period in the kernel (mem_cgroup_usage_register_event
+// calls synchronize_rcu): tens of milliseconds on a busy host. No
+// cgroup.event_control (cgroup v2, which has no thresholds) is a
+// *cgroup.NotSupportedError.
+func WriteCgroupEventControl(dir string, eventfd, watchfd int, threshold int64) error {
+	line := strconv.Itoa(eventfd) + " " + strconv.Itoa(watchfd) + " " + strconv.FormatInt(threshold, 10)
+	return cgroup.WriteFile(dir, "cgroup.event_control", memcgSince, line)
+}
+
 // WriteMemoryOOMKillDisable writes memory.oom_control's oom_kill_disable:
 // with it set, a task that would have to be OOM-killed for the cgroup to
 // stay under its limit sleeps (killably) until memory is uncharged or the

@@ -386,6 +386,19 @@ func WriteMemoryLow(dir string, v uint64) error {
 	return cgroup.WriteFile(dir, "memory.low", since, cgroup.FormatLimit(v))
 }
 
+// WriteMemoryMax writes memory.max (the hard limit: above it the cgroup is
+// reclaimed and, failing that, OOM-killed). cgroup.Max writes "max".
+func WriteMemoryMax(dir string, v uint64) error {
+	return cgroup.WriteFile(dir, "memory.max", since, cgroup.FormatLimit(v))
+}
+
+// WriteMemorySwapMax writes memory.swap.max (how much of the cgroup may be
+// swapped out; 0: none). It is missing (a *cgroup.NotSupportedError)
+// without swap accounting.
+func WriteMemorySwapMax(dir string, v uint64) error {
+	return cgroup.WriteFile(dir, "memory.swap.max", "4.5 with CONFIG_MEMCG_SWAP", cgroup.FormatLimit(v))
+}
+
 // WriteMemoryHigh writes memory.high (the throttle: above it the cgroup's
 // allocations are slowed and reclaimed, never OOM-killed).
 func WriteMemoryHigh(dir string, v uint64) error {

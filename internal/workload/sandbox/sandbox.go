@@ -27,6 +27,9 @@ var (
 	V1Pids      = "/sys/fs/cgroup/pids"
 	errNoMemcg  = errors.New("no memory cgroup controller found (neither cgroup v2 with memory nor a v1 memory hierarchy)")
 	cleanupWait = 5 * time.Second // how long Close waits for killed processes to leave
+	// cleanupRmdirWait: how long Close retries a cgroup still busy (its
+	// killed processes still charged to it).
+	cleanupRmdirWait = time.Second
 )
 
 // Mode is the cgroup mode of the memory controller.
@@ -91,11 +94,11 @@ func New(rel string, limitBytes int64) (*Sandbox, error) {
 	}
 	if mode == V2 {
 		// pids too where the hierarchy has it (the PID hold's pids.max).
-		ctrl := "+memory"
+		ctrl := []string{"memory"}
 		if cs, _ := cgroup.ReadCgroupControllers(s.Parent.Memory); slices.Contains(cs, "pids") {
-			ctrl += " +pids"
+			ctrl = append(ctrl, "pids")
 		}
-		if err := cgroup.WriteFile(s.Parent.Memory, "cgroup.subtree_control", "4.5", ctrl); err != nil {
+		if err := cgroup.WriteCgroupSubtreeControl(s.Parent.Memory, ctrl...); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("enable memory controller in %s: %w", s.Parent.Memory, err)
 		}
@@ -122,15 +125,10 @@ func (s *Sandbox) mk(name, rel string) (Cgroup, error) {
 			c.Pids = filepath.Join(V1Pids, rel)
 		}
 	}
-	for _, d := range c.Dirs() {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			for _, m := range c.Dirs() {
-				if m == d {
-					break
-				}
-				os.Remove(m)
-			}
-			return Cgroup{}, fmt.Errorf("create cgroup: %w", err)
+	for i, d := range c.Dirs() {
+		if err := cgroup.Mkdir(d); err != nil {
+			// Nothing half-made: the hierarchies done so far are empty.
+			return Cgroup{}, errors.Join(fmt.Errorf("create cgroup: %w", err), cgroup.RemoveAll(c.Dirs()[:i], 0))
 		}
 	}
 	return c, nil
@@ -151,13 +149,17 @@ func (s *Sandbox) Children() []Cgroup { return append([]Cgroup(nil), s.children.
 
 // SetLimit sets the memory limit of c (memory.max on v2, memory.limit_in_bytes on v1).
 func (s *Sandbox) SetLimit(c Cgroup, bytes int64) error {
-	file := "memory.limit_in_bytes"
-	if s.Mode == V2 {
-		file = "memory.max"
+	if bytes <= 0 {
+		return fmt.Errorf("memory limit of %s: %d bytes is not positive", c.Memory, bytes)
 	}
-	p := filepath.Join(c.Memory, file)
-	if err := os.WriteFile(p, []byte(strconv.FormatInt(bytes, 10)), 0); err != nil {
-		return fmt.Errorf("set %s to %d: %w", p, bytes, err)
+	var err error
+	if s.Mode == V2 {
+		err = cgroupv2.WriteMemoryMax(c.Memory, uint64(bytes))
+	} else {
+		err = cgroupv1.WriteMemoryLimitInBytes(c.Memory, uint64(bytes))
+	}
+	if err != nil {
+		return fmt.Errorf("set the memory limit of %s to %d bytes: %w", c.Memory, bytes, err)
 	}
 	return nil
 }
@@ -224,15 +226,16 @@ func (s *Sandbox) Close() error {
 		}
 		if c.Freezer != "" {
 			// A frozen cgroup cannot be emptied: thaw first.
-			cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.Thawed)
+			if err := cgroupv1.WriteFreezerState(c.Freezer, cgroupv1.Thawed); err != nil && !cgroup.IsVanished(err) {
+				errs = append(errs, fmt.Errorf("thaw %s: %w", c.Freezer, err))
+			}
 		}
 		killAll(c.Dirs())
 	}
 	for _, c := range all {
-		for _, d := range c.Dirs() {
-			if err := rmdirRetry(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		// Busy for a moment while killed processes are still charged.
+		if err := cgroup.RemoveAll(c.Dirs(), cleanupRmdirWait); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 		}
 	}
 	s.children = nil
@@ -256,19 +259,4 @@ func killAll(dirs []string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func rmdirRetry(d string) error {
-	var err error
-	for i := 0; i < 100; i++ {
-		err = syscall.Rmdir(d)
-		if err == nil || errors.Is(err, syscall.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, syscall.EBUSY) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // exiting processes still charged
-	}
-	return fmt.Errorf("remove cgroup %s: %w", d, err)
 }

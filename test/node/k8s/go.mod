@@ -2,6 +2,8 @@ module github.com/evictd/evictd/test/node/k8s
 
 go 1.26.8
 
+toolchain go1.27.3
+
 // Staging modules that k8s.io/kubernetes v1.37.2 lists at v0.0.0 (generated
 // from its go.mod: only lines ending exactly in v0.0.0).
 replace (
