@@ -23,9 +23,10 @@ import (
 // cgroup v2 nothing wakes it in between. evictd is woken by the crossing
 // itself. Whether it acts before the kubelet's next observation is the
 // claim these tests check, and it depends on where the crossing falls in
-// the kubelet's period: on the v1 node evictd's crossing → eviction seen in
-// the API is ≈ 0.1 s of the 10 s (0.094 s on 2026-12-02), but under the v2 node's software
-// emulation it is ≈ 2–3 s (slow API server), so a crossing that happened to
+// the kubelet's period: on the v1 node evictd's crossing → eviction seen
+// in the API is ≈ 0.1 s of the 10 s (0.094 s on 2026-12-02), but under the
+// v2 node's software emulation it is ≈ 2–3 s (slow API server), so a
+// crossing that happened to
 // fall just before the kubelet's observation let the kubelet evict first in
 // about one run of four, whatever evictd did.
 //
