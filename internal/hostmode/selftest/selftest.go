@@ -539,7 +539,13 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	defer func() { cmd.Process.Kill(); <-hogDone }()
 
 	crossed := make(chan time.Time, 1)
-	go watch(ctx, sb, uint64(cross), o.WatchEvery, crossed)
+	watchDone := make(chan struct{})
+	// The watcher gets the cgroup's path and mode as values and is waited
+	// for: the deferred sb.Close clears sb.Parent, which a watcher reading
+	// sb itself raced with (seen under the race detector in CI).
+	memoryDir, mode := sb.Parent.Memory, sb.Mode
+	go func() { watch(ctx, memoryDir, mode, uint64(cross), o.WatchEvery, crossed); close(watchDone) }()
+	defer func() { cancel(); <-watchDone }()
 	var crossT time.Time
 	dead := hogDone // nil once seen: then wait for the record only
 	select {
@@ -616,8 +622,8 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 // allocatableMemory.available is made of) first reaches at. File pages the
 // hog faults in (its own binary) are charged to the sandbox too: the usage
 // alone would time the crossing early.
-func watch(ctx context.Context, sb *sandbox.Sandbox, at uint64, every time.Duration, crossed chan<- time.Time) {
-	d, err := cgroup.OpenDir(sb.Parent.Memory)
+func watch(ctx context.Context, memoryDir string, mode sandbox.Mode, at uint64, every time.Duration, crossed chan<- time.Time) {
+	d, err := cgroup.OpenDir(memoryDir)
 	if err != nil {
 		return
 	}
@@ -630,7 +636,7 @@ func watch(ctx context.Context, sb *sandbox.Sandbox, at uint64, every time.Durat
 		st, err := cgroupv1.ReadMemoryStatAt(d)
 		return cgroupv1.WorkingSet(u, &st), err
 	}
-	if sb.Mode == sandbox.V2 {
+	if mode == sandbox.V2 {
 		workingSet = func() (uint64, error) {
 			u, err := cgroupv2.ReadMemoryCurrentAt(d)
 			if err != nil || u < at {
