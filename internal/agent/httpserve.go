@@ -190,12 +190,13 @@ const (
 	OutputDecisionLog = "decision-log" // records
 	OutputLog         = "log"          // log lines
 	OutputEvents      = "events"       // Kubernetes Events
+	OutputConditions  = "conditions"   // the DisruptionTarget conditions of Kubernetes mode
 )
 
 func newOutputDropped() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "output_dropped_total",
-		Help: "Records, log lines and Events dropped because their output (a disk, a pipe, the API server) did not take them in time, by output."}, []string{"output"})
-	for _, o := range []string{OutputDecisionLog, OutputLog, OutputEvents} {
+		Help: "Records, log lines, Events and pod conditions dropped because their output (a disk, a pipe, the API server) did not take them in time, by output."}, []string{"output"})
+	for _, o := range []string{OutputDecisionLog, OutputLog, OutputEvents, OutputConditions} {
 		c.WithLabelValues(o)
 	}
 	return c

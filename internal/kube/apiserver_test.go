@@ -131,11 +131,17 @@ func TestRealEviction(t *testing.T) {
 	srv.Namespace(t, ns)
 	pod := srv.RunningPod(t, testPod(ns, "hog"), "node-a")
 	msg := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. Container main was using 100Mi, request is 0, has larger consumption of memory. "
-	e := &Evictor{Client: srv.Client, Node: "node-a", PDBWait: DefaultPDBWait}
+	e := &Evictor{Client: srv.Client, Node: "node-a", PDBWait: DefaultPDBWait,
+		Events:     NewRecorder("Events", "events", 1, 0, nil, nil),
+		Conditions: NewRecorder("conditions", "conditions", 1, 0, nil, nil)}
 	ev := softEviction(pod, msg)
 	res, err := e.Evict(context.Background(), pod, 7*time.Second, ev)
 	if err != nil {
 		t.Fatalf("Evict: %v (%+v)", err, res)
+	}
+	// The condition and the Event are written off the eviction path.
+	if !e.Events.Close(20*time.Second) || !e.Conditions.Close(20*time.Second) {
+		t.Fatal("the Event and the condition were not written within 20 s")
 	}
 	if res.Method != "Eviction API" || res.Gone {
 		t.Errorf("result %+v", res)

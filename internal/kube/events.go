@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,80 +21,78 @@ const nodeEventRepeat = 10 * time.Minute
 
 // NodeEvents records the node Events of the agent's decisions
 // (EvictionThresholdMet "Attempting to reclaim <resource>") against the
-// Node, as the kubelet does. Hook Record into agent.Config.OnRecord.
+// Node, as the kubelet does, and the loop breaker's EvictionLoop Event.
+// Hook Record into agent.Config.OnRecord: it hands the writes to Events
+// and returns at once.
 type NodeEvents struct {
-	Client      kubernetes.Interface
-	Node        string
-	CallTimeout time.Duration
-	Log         *slog.Logger
-	DryRun      bool // record nothing (dry-run and shadow mode)
+	Client kubernetes.Interface
+	Node   string
+	// Events writes them off the loop (nil: at once, on the caller's
+	// goroutine).
+	Events *Recorder
+	DryRun bool // record nothing (dry-run and shadow mode)
 
+	// open: an Event was handed over since the last synchronize with no
+	// threshold met (the loop's only).
+	open bool
+	// The last node Event written and when: the repeat rule's state, the
+	// writer's only (the writes run in order on Events' goroutine, and
+	// the state follows what was written, not what was queued).
 	lastMsg string
 	lastAt  time.Time
 }
 
-// Record creates the node Events of one synchronize record.
+// Record hands the Events of one synchronize record to Events; it never
+// waits for the API server.
 func (n *NodeEvents) Record(rec agent.Record) {
 	if n.DryRun {
 		return
 	}
+	at := rec.Time
 	for _, ev := range rec.Decision.Events {
-		if ev.Reason == policy.EvictionLoopReason {
-			n.recordLoop(rec, ev)
-			continue
-		}
-		if ev.Object != "Node" {
-			continue
-		}
-		key := ev.Reason + "\x00" + ev.Message
-		if key == n.lastMsg && rec.Time.Sub(n.lastAt) < nodeEventRepeat {
-			continue
-		}
-		// The kubelet's node reference: kind Node, the node's name as UID.
-		ref := v1.ObjectReference{Kind: "Node", Name: n.Node, UID: types.UID(n.Node)}
-		to := n.CallTimeout
-		if to <= 0 {
-			to = DefaultCallTimeout
-		}
-		err := createEvent(context.Background(), n.Client, func(ctx context.Context) (context.Context, context.CancelFunc) {
-			return context.WithTimeout(ctx, to)
-		}, n.Node, ref, "", ev.Reason, ev.Message, ev.Annotations, rec.Time)
-		if err != nil {
-			if n.Log != nil {
-				n.Log.Warn("recording a node event failed", "reason", ev.Reason, "err", err)
+		switch {
+		case ev.Reason == policy.EvictionLoopReason:
+			if ref, ok := loopRef(rec, ev); ok {
+				n.open = true
+				n.Events.Post("the EvictionLoop event of "+ev.Object, func(ctx context.Context) error {
+					return createEvent(ctx, n.Client, n.Node, ref, ref.Namespace, ev.Reason, ev.Message, nil, at)
+				})
 			}
-			continue
+		case ev.Object == "Node":
+			n.open = true
+			n.Events.Post("the node event "+ev.Reason, func(ctx context.Context) error { return n.writeNodeEvent(ctx, ev, at) })
 		}
-		n.lastMsg, n.lastAt = key, rec.Time
 	}
-	if len(rec.Decision.Met) == 0 {
-		n.lastMsg = "" // a new episode records again
+	if len(rec.Decision.Met) == 0 && n.open {
+		// A new episode records again.
+		n.open = !n.Events.do(func() { n.lastMsg = "" })
 	}
 }
 
-// recordLoop records the loop breaker's EvictionLoop Event (policy profile
-// loop-breaker) against the pod whose eviction made the loop: it names the
+// writeNodeEvent creates a node Event unless the same one was written less
+// than nodeEventRepeat before at.
+func (n *NodeEvents) writeNodeEvent(ctx context.Context, ev policy.Event, at time.Time) error {
+	key := ev.Reason + "\x00" + ev.Message
+	if key == n.lastMsg && at.Sub(n.lastAt) < nodeEventRepeat {
+		return nil
+	}
+	// The kubelet's node reference: kind Node, the node's name as UID.
+	ref := v1.ObjectReference{Kind: "Node", Name: n.Node, UID: types.UID(n.Node)}
+	if err := createEvent(ctx, n.Client, n.Node, ref, "", ev.Reason, ev.Message, ev.Annotations, at); err != nil {
+		return err
+	}
+	n.lastMsg, n.lastAt = key, at
+	return nil
+}
+
+// loopRef is the pod the loop breaker's EvictionLoop Event goes to (policy
+// profile loop-breaker): the pod whose eviction made the loop; it names the
 // controller, and the pod's own Events are where its eviction is.
-func (n *NodeEvents) recordLoop(rec agent.Record, ev policy.Event) {
-	var pod *policy.PodRef
-	for i := range rec.Decision.Evictions {
-		p := rec.Decision.Evictions[i].Pod
-		if p.Namespace+"/"+p.Name == ev.Object {
-			pod = &p
+func loopRef(rec agent.Record, ev policy.Event) (v1.ObjectReference, bool) {
+	for _, e := range rec.Decision.Evictions {
+		if p := e.Pod; p.Namespace+"/"+p.Name == ev.Object {
+			return v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: types.UID(p.UID)}, true
 		}
 	}
-	if pod == nil {
-		return
-	}
-	to := n.CallTimeout
-	if to <= 0 {
-		to = DefaultCallTimeout
-	}
-	ref := v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
-	err := createEvent(context.Background(), n.Client, func(ctx context.Context) (context.Context, context.CancelFunc) {
-		return context.WithTimeout(ctx, to)
-	}, n.Node, ref, pod.Namespace, ev.Reason, ev.Message, nil, rec.Time)
-	if err != nil && n.Log != nil {
-		n.Log.Warn("recording the eviction loop event failed", "pod", ev.Object, "err", err)
-	}
+	return v1.ObjectReference{}, false
 }

@@ -63,9 +63,11 @@ type Evictor struct {
 	// Local, when set, kills an immediate eviction's pod cgroup on this
 	// node when it still runs after the grace period plus a deadline.
 	Local *LocalFallback
-	// Posts, when set, creates the Events off the eviction path (an API
-	// server slow to take them must not delay the next decision).
-	Posts *agent.Queue[func()]
+	// Events and Conditions write the Evicted Event and the
+	// DisruptionTarget condition off the eviction path, so that an API
+	// server slow to take them delays neither the next decision nor a
+	// local kill (nil: at once, on the caller's goroutine).
+	Events, Conditions *Recorder
 	// Killer and PodDir stop a victim's growth on this node before the
 	// eviction is posted (Hold; agent.Holder): PodDir finds the pod's
 	// cgroup directory (Stats.PodDir).
@@ -213,7 +215,7 @@ func (e *Evictor) Evict(ctx context.Context, pod *v1.Pod, grace time.Duration, e
 	}
 	e.forget(pod.UID)
 	e.noteEvicted(pod.UID)
-	e.record(ctx, pod, ev)
+	e.record(pod, ev)
 	if ev.Immediate && e.Local != nil {
 		how, lerr := e.Local.wait(ctx, pod, grace)
 		if lerr != nil {
@@ -293,20 +295,25 @@ func (e *Evictor) forget(uid types.UID) {
 	e.mu.Unlock()
 }
 
-// record adds the kubelet's DisruptionTarget condition and Evicted Event.
-// Failures are logged: the pod is on its way out either way.
-func (e *Evictor) record(ctx context.Context, pod *v1.Pod, ev policy.Eviction) {
-	e.post(ctx, func(ctx context.Context) {
-		if err := e.event(ctx, podRef(pod), ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations); err != nil {
-			e.log().Warn("recording the Evicted event failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-		}
+// record hands the kubelet's DisruptionTarget condition and Evicted Event
+// to their recorders. Failures are logged there: the pod is on its way out
+// either way.
+func (e *Evictor) record(pod *v1.Pod, ev policy.Eviction) {
+	name := pod.Namespace + "/" + pod.Name
+	at := e.now()
+	if ev.Condition != nil {
+		c := *ev.Condition
+		e.Conditions.Post("the DisruptionTarget condition of "+name, func(ctx context.Context) error {
+			if err := e.patchCondition(ctx, pod, c, at); err != nil && !gone(err) {
+				return err
+			}
+			return nil
+		})
+	}
+	ref := podRef(pod)
+	e.Events.Post("the Evicted event of "+name, func(ctx context.Context) error {
+		return createEvent(ctx, e.Client, e.Node, ref, ev.Pod.Namespace, policy.Reason, ev.Message, ev.Annotations, at)
 	})
-	if ev.Condition == nil {
-		return
-	}
-	if err := e.patchCondition(ctx, pod, *ev.Condition); err != nil && !gone(err) {
-		e.log().Warn("adding the DisruptionTarget condition failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-	}
 }
 
 func podRef(pod *v1.Pod) v1.ObjectReference {
@@ -318,10 +325,8 @@ func podRef(pod *v1.Pod) v1.ObjectReference {
 // eviction, so it replaces the one the Eviction API sets
 // (EvictionByEvictionAPI). A UID precondition in the patch keeps it off a
 // replacement pod of the same name.
-func (e *Evictor) patchCondition(ctx context.Context, pod *v1.Pod, c v1.PodCondition) error {
-	ctx, cancel := e.callCtx(ctx)
-	defer cancel()
-	c.LastTransitionTime = metav1.NewTime(e.now())
+func (e *Evictor) patchCondition(ctx context.Context, pod *v1.Pod, c v1.PodCondition, at time.Time) error {
+	c.LastTransitionTime = metav1.NewTime(at)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
 		"status":   map[string]any{"conditions": []v1.PodCondition{c}},
@@ -333,22 +338,16 @@ func (e *Evictor) patchCondition(ctx context.Context, pod *v1.Pod, c v1.PodCondi
 	return err
 }
 
-// event creates a Warning Event as the kubelet's recorder does (source
-// component "evictd" on this node).
-func (e *Evictor) event(ctx context.Context, ref v1.ObjectReference, namespace, reason, message string, ann map[string]string) error {
-	return createEvent(ctx, e.Client, e.callCtx, e.Node, ref, namespace, reason, message, ann, e.now())
-}
-
-func createEvent(ctx context.Context, client kubernetes.Interface, callCtx func(context.Context) (context.Context, context.CancelFunc),
-	node string, ref v1.ObjectReference, namespace, reason, message string, ann map[string]string, now time.Time) error {
+// createEvent creates a Warning Event as the kubelet's recorder does
+// (source component "evictd" on this node), in the namespace given (""
+// is "default", where the kubelet's node Events go).
+func createEvent(ctx context.Context, client kubernetes.Interface, node string, ref v1.ObjectReference, namespace, reason, message string, ann map[string]string, now time.Time) error {
 	if client == nil {
 		return errors.New("no API client")
 	}
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
-	ctx, cancel := callCtx(ctx)
-	defer cancel()
 	t := metav1.NewTime(now)
 	ev := &v1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: namespace, Annotations: ann},

@@ -66,6 +66,9 @@ type Options struct {
 	StopTimeout time.Duration
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
+	// RecordTimeout bounds each write of an Event or a DisruptionTarget
+	// condition, made off the loop (0: DefaultCallTimeout).
+	RecordTimeout time.Duration
 }
 
 // Node is an agent wired to a Kubernetes node.
@@ -79,7 +82,9 @@ type Node struct {
 	Collector *collect.Collector
 	// DiskStats says where disk stats come from ("" when they are off).
 	DiskStats string
-	posts     *agent.Queue[func()] // Events, created off the loop
+	// Events and Conditions write the Events and the DisruptionTarget
+	// conditions off the loop.
+	Events, Conditions *Recorder
 	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion ("" when
 	// the Node could not be read).
 	KubeletVersion string
@@ -187,8 +192,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	k := actuate.NewKiller(col.Hierarchy(), memRoot, v2, o.Log)
 	k.DryRun = dry
 	k.ThawLeft(filepath.Join(memRoot, col.PodsCgroup()))
-	n.posts = newPosts(o.Metrics)
-	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir, Posts: n.posts}
+	n.Events = NewRecorder("Events", agent.OutputEvents, eventQueue, o.RecordTimeout, o.Metrics, o.Log)
+	n.Conditions = NewRecorder("DisruptionTarget conditions", agent.OutputConditions, conditionQueue, o.RecordTimeout, o.Metrics, o.Log)
+	n.Evictor = &Evictor{Client: client, Node: o.Node, PDBWait: o.PDBWait, DryRun: dry, Log: o.Log, Killer: k, PodDir: st.PodDir,
+		Events: n.Events, Conditions: n.Conditions}
 	if !dry && o.LocalDeadline >= 0 {
 		n.Evictor.Local = &LocalFallback{Killer: k, Cgroup: st.PodCgroup, Deadline: o.LocalDeadline, Killed: pods.Exclude}
 	}
@@ -196,12 +203,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if o.NoGrowthStop {
 		holder = nil
 	}
-	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Log: o.Log}
+	events := &NodeEvents{Client: client, Node: o.Node, DryRun: dry, Events: n.Events}
 	if o.Shadow {
 		n.Shadow = &Shadow{Log: o.Log, Wake: wk.Sink()}
 		if err := n.Shadow.Watch(pods.Informer()); err != nil {
 			wk.Close()
-			n.posts.Close(0)
+			closeRecorders(0, n.Events, n.Conditions)
 			return nil, err
 		}
 	}
@@ -210,11 +217,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		ke := &kubeletEvictions{ours: n.Evictor.Evicted, seen: func(*v1.Pod) { observed.Inc() }}
 		if err := ke.watch(pods.Informer()); err != nil {
 			wk.Close()
+			closeRecorders(0, n.Events, n.Conditions)
 			return nil, err
 		}
 	}
 	onRecord := func(rec agent.Record) {
-		postNodeEvents(n.posts, events, rec)
+		events.Record(rec)
 		if n.Shadow != nil {
 			n.Shadow.Record(rec)
 		}
@@ -231,7 +239,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	})
 	if err != nil {
 		wk.Close()
-		n.posts.Close(0)
+		closeRecorders(0, n.Events, n.Conditions)
 		return nil, err
 	}
 	n.Agent = a
@@ -247,7 +255,7 @@ const syncTimeoutDefault = 60 * time.Second
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Wakeups.Close()
 	defer n.Pods.Close()
-	defer n.posts.Close(agent.DefaultFlushTimeout)
+	defer closeRecorders(agent.DefaultFlushTimeout, n.Events, n.Conditions)
 	return n.Agent.Run(ctx)
 }
 
@@ -255,7 +263,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Close() {
 	n.Wakeups.Close()
 	n.Pods.Close()
-	n.posts.Close(agent.DefaultFlushTimeout)
+	closeRecorders(agent.DefaultFlushTimeout, n.Events, n.Conditions)
 }
 
 // filesystemsOf tells the kubelet's filesystem layout from its Summary: the
