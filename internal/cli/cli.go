@@ -14,7 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -78,12 +79,7 @@ func Lookup(name string) (Command, bool) {
 
 // Names are the registered commands' names, sorted.
 func Names() []string {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(commands))
 }
 
 // Run runs the command args name (args[0]) with the rest of args, or the
@@ -135,11 +131,7 @@ func unknownCommand(name string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%[1]s: %[2]q before a command: the command comes first, %[1]s COMMAND [flags] (run '%[1]s help' for the list)\n", Name, name)
 		return ExitError
 	}
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	fmt.Fprintf(stderr, "%[1]s: unknown command %[2]q%[3]s (run '%[1]s help' for the list)\n", Name, name, DidYouMean(name, names, ""))
+	fmt.Fprintf(stderr, "%[1]s: unknown command %[2]q%[3]s (run '%[1]s help' for the list)\n", Name, name, DidYouMean(name, Names(), ""))
 	return ExitError
 }
 
@@ -149,23 +141,13 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s <command> [flags]\n", Name)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range Names() {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
 	}
 	if len(moved) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Moved to another binary:")
-		mn := make([]string, 0, len(moved))
-		for n := range moved {
-			mn = append(mn, n)
-		}
-		sort.Strings(mn)
-		for _, n := range mn {
+		for _, n := range slices.Sorted(maps.Keys(moved)) {
 			fmt.Fprintf(w, "  %-10s run '%s'\n", n, moved[n].to)
 		}
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -76,12 +75,7 @@ func completionTree(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range Names() {
 		sub := &cobra.Command{Use: name, Short: commands[name].Summary, Run: func(*cobra.Command, []string) {}}
 		switch {
 		case name == "completion":
