@@ -128,8 +128,15 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 	var killed []string
 	c.WaitFor(t, 30*time.Second, "evictd's record of the local kill", func(context.Context) (bool, error) {
-		killed = evictdLog(t, logFile, "pod="+ns+"/hog")
-		return len(killed) > 0 && strings.Contains(strings.Join(killed, "\n"), "msg=evicted"), nil
+		// (Its "eviction started" line, logged at the decision, is not a
+		// record.)
+		killed = nil
+		for _, l := range evictdLog(t, logFile, "msg=evicted") {
+			if logField(l, "pod") == ns+"/hog" {
+				killed = append(killed, l)
+			}
+		}
+		return len(killed) > 0, nil
 	})
 	for _, l := range killed {
 		t.Logf("evictd: %s", l)
