@@ -13,15 +13,21 @@ VERSION ?= $(word 1,$(VERSION_INFO))
 REVISION ?= $(word 2,$(VERSION_INFO))
 LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
 
+# bin/evictd is the agent (what a node runs: run, explain, lint, qos, stat,
+# selftest, demo, simulate); bin/evictd-tools the offline commands that draw
+# (report, simulate --plot), kept apart so that the agent links neither
+# html/template nor the plotting stack (cmd/evictd/depaware.txt).
 # bin/kubectl-evictd is the kubectl plugin: evictd under that name runs
 # "explain --cluster" (put bin/ on PATH: "kubectl evictd").
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd ./cmd/evictd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/evictd-tools ./cmd/evictd-tools
 	ln -sf evictd bin/kubectl-evictd
 
-# The release image: evictd for linux/amd64 and linux/arm64 in one OCI index,
-# reproducible from the tree (.cache/image/evictd.tar; IMAGE names it), and
-# its push to your registry (docs/install.md):
+# The release image: the agent evictd (not evictd-tools) for linux/amd64 and
+# linux/arm64 in one OCI index, reproducible from the tree
+# (.cache/image/evictd.tar; IMAGE names it), and its push to your registry
+# (docs/install.md):
 #   make image && make push IMAGE=registry.example.com/evictd:v0.1.0
 IMAGE ?= evictd:$(VERSION)
 image:
@@ -90,8 +96,8 @@ bench:
 demo: build
 	./bin/evictd demo
 
-# The charts docs/plot.md shows, drawn by `evictd simulate --plot`
-# (cmd/evictd TestDocsPlotsUpToDate fails when they are stale).
+# The charts docs/plot.md shows, drawn by `evictd-tools simulate --plot`
+# (cmd/evictd-tools TestDocsPlotsUpToDate fails when they are stale).
 DOCS_PLOTS = memory-pressure-soft-then-hard disk-pressure-nodefs-split
 docs-plots: build
-	for s in $(DOCS_PLOTS); do ./bin/evictd simulate --scenario testdata/scenarios/$$s.yaml --plot docs/img/$$s.svg >/dev/null || exit 1; done
+	for s in $(DOCS_PLOTS); do ./bin/evictd-tools simulate --scenario testdata/scenarios/$$s.yaml --plot docs/img/$$s.svg >/dev/null || exit 1; done

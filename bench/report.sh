@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/report.sh — `evictd report` on a week-sized decision log: 604,800
+# bench/report.sh — `evictd-tools report` on a week-sized decision log: 604,800
 # records (a week at one per second, made from the real demo's records, an
 # eviction every 10 minutes; ≈ 900 MiB), rendered once. Prints the wall and
 # CPU time, the throughput and the peak live heap (sampled every 5 ms).

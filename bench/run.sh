@@ -9,8 +9,8 @@
 #                                (root, cgroup v1 memory controller; ≈ 1–2 min)
 #   agent    bench/agent.sh     detection latency, OOM avoidance, idle cost with
 #                                500 cgroups; v2 rows in the qemu VM (root; ≈ 20 min)
-#   report   bench/report.sh    evictd report on a week-sized decision log (604,800
-#                                records): time and peak heap (no root; ≈ 1 min)
+#   report   bench/report.sh    evictd-tools report on a week-sized decision log
+#                                (604,800 records): time and peak heap (no root; ≈ 1 min)
 #   memqos   bench/memqos.sh    memory QoS per synchronize and idle, on and off
 #                                (root; ≈ 2 min; not in the default set)
 #   soak     bench/soak.sh      10 minutes of cgroup churn under pressure: leaks

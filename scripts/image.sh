@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # evictd's release image (make image, make push; docs/install.md).
 #
-#   scripts/image.sh build [NAME]   evictd for linux/amd64 and linux/arm64 (static,
+#   scripts/image.sh build [NAME]   the agent evictd (cmd/evictd only: evictd-tools,
+#                                   report and simulate --plot, is a workstation
+#                                   tool and not in the image) for linux/amd64 and
+#                                   linux/arm64 (static,
 #                                   -trimpath, the version stamped from git), as one
 #                                   OCI image index in .cache/image/evictd.tar, named
 #                                   NAME (default evictd:<version>); prints NAME DIGEST

@@ -47,7 +47,7 @@ require_real_cgroups() {
 
 # The report's test opens the page in a real headless browser, Debian's
 # chromium (run in a network namespace with only loopback; see
-# cmd/evictd/report_browser_test.go), and the completion test runs the
+# cmd/evictd-tools/report_browser_test.go), and the completion test runs the
 # generated scripts in real shells: bash with bash-completion, zsh and fish
 # (cmd/evictd/completion_test.go). Installed once, as root, through the
 # tiers' one apt installer (one apt-get update for all); where they cannot

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // A mistyped command or flag is one line naming the cause and what it may
@@ -35,7 +37,7 @@ func TestTypoIsOneLineWithSuggestion(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb)
 		msg := errb.String()
-		if code != exitError || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 || out.Len() != 0 {
+		if code != cli.ExitError || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 || out.Len() != 0 {
 			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q; want exit 2 and one line with %q", c.args, code, out.Len(), msg, c.want)
 		}
 	}
@@ -46,7 +48,7 @@ func TestOneLetterFlagSpellings(t *testing.T) {
 	for _, args := range [][]string{{"-o", "xml"}, {"--o", "xml"}, {"--output", "xml"}, {"-o=xml"}, {"-oxml"}} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"lint", "--eviction-hard", "memory.available<1Gi"}, args...), &out, &errb)
-		if code != exitError || errb.String() != "evictd lint: -o \"xml\": want table or json\n" {
+		if code != cli.ExitError || errb.String() != "evictd lint: -o \"xml\": want table or json\n" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
@@ -57,7 +59,7 @@ func TestOneLetterFlagSpellings(t *testing.T) {
 func completeWords(t *testing.T, words ...string) ([]string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if code := run(append([]string{completeNoDescCmd}, words...), &out, &errb); code != exitOK {
+	if code := run(append([]string{cobra.ShellCompNoDescRequestCmd}, words...), &out, &errb); code != cli.ExitOK {
 		t.Fatalf("__complete %q: exit %d: %s", words, code, errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -86,8 +88,6 @@ func TestCompleteProtocol(t *testing.T) {
 		{[]string{"lint", "--log-format", ""}, []string{"text", "json"}, noFiles},
 		{[]string{"completion", ""}, []string{"bash", "zsh", "fish", "powershell"}, noFiles},
 		{[]string{"lint", "--config", ""}, nil, files},
-		{[]string{"report", ""}, nil, files},
-		{[]string{"report", "-o", ""}, nil, files},
 		{[]string{"run", "--interval", ""}, nil, noFiles},
 		{[]string{"run", "--node-name", ""}, nil, noFiles},
 		{[]string{"explain", ""}, nil, noFiles},
@@ -107,8 +107,8 @@ func TestCompleteProtocol(t *testing.T) {
 // Every command's every flag completes: the tree is built from the flags
 // each command really parses.
 func TestCompleteEveryFlag(t *testing.T) {
-	for name := range commands {
-		fs := commandFlags(name)
+	for _, name := range cli.Names() {
+		fs := cli.CommandFlags(name)
 		if fs == nil {
 			t.Errorf("%s: no flag set handed over for completion", name)
 			continue

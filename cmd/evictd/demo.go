@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/demo"
 	"github.com/evictd/evictd/internal/workload/hog"
 )
@@ -17,10 +18,10 @@ func init() {
 	// The demo's workloads are this binary re-executed as memory hogs: when
 	// the hog environment is set, become the hog before anything else runs.
 	hog.MaybeRun()
-	register(command{
-		name:    "demo",
-		summary: "watch evictd evict scripted workloads in a sandbox cgroup (needs root; about 20 s)",
-		run:     runDemo,
+	cli.Register(cli.Command{
+		Name:    "demo",
+		Summary: "watch evictd evict scripted workloads in a sandbox cgroup (needs root; about 20 s)",
+		Run:     runDemo,
 	})
 }
 
@@ -39,29 +40,29 @@ about 20 seconds (60 at most) and removes every cgroup and process it made,
 also on Ctrl-C or when a workload dies by itself.
 
 --decision-log FILE keeps the agent's decision records, as 'evictd run
---decision-log' writes them (appended); 'evictd report FILE' turns them into
+--decision-log' writes them (appended); 'evictd-tools report FILE' turns them into
 one HTML page. Without root there is no agent and so no log.
 
 Example (as root):
   evictd demo
   evictd demo -o json | jq .evictions
-  evictd demo --decision-log demo.jsonl && evictd report demo.jsonl -o demo.html
+  evictd demo --decision-log demo.jsonl && evictd-tools report demo.jsonl -o demo.html
 `
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[-o text|json] [--decision-log FILE]", demoHelp, stdout, stderr)
+	fs := cli.NewFlagSet("demo", "[-o text|json] [--decision-log FILE]", demoHelp, stdout, stderr)
 	out := fs.StringP("output", "o", "text", "output: text (the narrated story and a summary table) or json (the story on stderr, the summary as one JSON object on stdout)")
-	logPath := fs.String("decision-log", "", "append the agent's decision records (JSON lines) to this file, for evictd report")
-	if done, code := parseFlags(fs, args, stdout); done {
+	logPath := fs.String("decision-log", "", "append the agent's decision records (JSON lines) to this file, for evictd-tools report")
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "evictd demo: unexpected argument %q\n", fs.Arg(0))
-		return exitError
+		return cli.ExitError
 	}
 	if *out != "text" && *out != "json" {
 		fmt.Fprintf(stderr, "evictd demo: -o %q: want text or json\n", *out)
-		return exitError
+		return cli.ExitError
 	}
 	narration := stdout
 	if *out == "json" {
@@ -70,27 +71,27 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	if os.Geteuid() != 0 {
 		if *logPath != "" {
 			fmt.Fprintln(stderr, "evictd demo: --decision-log: without root the story is simulated and no agent runs, so there is no decision log")
-			return exitError
+			return cli.ExitError
 		}
 		fmt.Fprintln(stderr, "evictd demo: needs root to create cgroups (run it as root for the real thing); telling the same story through the policy engine instead (as evictd simulate does):")
 		sum, err := demo.Simulate(narration)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd demo: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		return printDemoSummary(sum, *out, stdout)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd demo: cannot find its own binary to run the workloads: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	opts := demo.Options{Out: narration, Exe: exe}
 	if *logPath != "" {
 		dl, err := agent.OpenDecisionLog(*logPath, agent.DecisionLogOptions{})
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd demo: --decision-log: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		defer dl.Close()
 		opts.DecisionLog = dl
@@ -101,12 +102,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd demo: %v\n", err)
 		if sum == nil {
-			return exitError
+			return cli.ExitError
 		}
 	}
 	code := printDemoSummary(sum, *out, stdout)
 	if err != nil {
-		return exitError
+		return cli.ExitError
 	}
 	return code
 }
@@ -116,9 +117,9 @@ func printDemoSummary(sum *demo.Summary, out string, stdout io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(sum); err != nil || sum.Interrupted {
-			return exitError
+			return cli.ExitError
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintln(stdout, "\nSummary")
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -140,7 +141,7 @@ func printDemoSummary(sum *demo.Summary, out string, stdout io.Writer) int {
 		fmt.Fprintln(stdout, "  The kernel OOM killer did not fire: evictd acted first.")
 	}
 	if sum.Interrupted {
-		return exitError
+		return cli.ExitError
 	}
-	return exitOK
+	return cli.ExitOK
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -22,10 +23,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "explain",
-		summary: "show what the kubelet's eviction manager decides for a config, stats and pods",
-		run:     runExplain,
+	cli.Register(cli.Command{
+		Name:    "explain",
+		Summary: "show what the kubelet's eviction manager decides for a config, stats and pods",
+		Run:     runExplain,
 	})
 }
 
@@ -84,9 +85,9 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if clusterArg(args) {
 		return runExplainCluster("evictd explain", args, stdout, stderr) // explain_cluster.go
 	}
-	fs := newFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]\n       evictd explain --cluster [flags] [NODE...]", explainHelp, stdout, stderr)
+	fs := cli.NewFlagSet("explain", "[--config FILE [--config-dir DIR]] [eviction flags] (--summary FILE | --live) (--pods FILE | --workload-root CG) [-o table|json]\n       evictd explain --cluster [flags] [NODE...]", explainHelp, stdout, stderr)
 	fs.Bool("cluster", false, "explain every node of the cluster through the API server (see evictd explain --cluster --help)")
-	registerInputFlags(fs)
+	cli.RegisterInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or the node's /configz dump (kubectl get --raw /api/v1/nodes/NODE/proxy/configz: the kubelet's configuration after its drop-ins and flags); without it, a config file that sets no eviction field (docs/kubelet-parity.md: a kubelet with no config file at all has no default hard thresholds)")
 	configDir := registerConfigDirFlag(fs)
 	summaryPath := fs.String("summary", "", "the node's /stats/summary document (JSON or YAML), required")
@@ -96,14 +97,14 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	out := fs.StringP("output", "o", "table", "output format: table or json")
 	evFlags := load.RegisterEvictionFlags(fs)
 	live := registerLiveFlags(fs)
-	profile := registerProfileFlag(fs)
+	profile := cli.RegisterProfileFlag(fs)
 	meminfoPath := fs.String("meminfo", "", "a copy of the node's /proc/meminfo (cat /proc/meminfo > file): its MemAvailable is shown beside the kubelet's memory.available and used by --profile memavailable (--live reads this node's)")
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd explain: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
@@ -121,7 +122,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	cfg.Profile = profile.p
+	cfg.Profile = profile.Profile()
 	warnKubeletConfig(stderr, "explain", kc)
 
 	var summary *statsv1alpha1.Summary
@@ -165,12 +166,12 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintln(stderr, "evictd: writing JSON:", err)
-			return exitError
+			return cli.ExitError
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	writeExplainTable(stdout, &rep)
-	return exitOK
+	return cli.ExitOK
 }
 
 // explainReport is explain's JSON output.
@@ -415,7 +416,7 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 			kind = "limit " + ev.Signal
 		}
 		fmt.Fprintf(w, "Evicted: %s, grace period %ds (%s)\n", safetext.Escape(ev.Pod.Namespace+"/"+ev.Pod.Name), ev.GracePeriodSeconds, kind)
-		fmt.Fprintf(w, "  message: %s\n", wrap(safetext.Escape(strings.TrimSpace(ev.Message)), 88, "           "))
+		fmt.Fprintf(w, "  message: %s\n", cli.Wrap(safetext.Escape(strings.TrimSpace(ev.Message)), 88, "           "))
 		if ev.Condition != nil {
 			fmt.Fprintf(w, "  condition: %s=%s reason %s\n", ev.Condition.Type, ev.Condition.Status, ev.Condition.Reason)
 		}
@@ -451,25 +452,4 @@ func qstr(q *resource.Quantity) string {
 		return "-"
 	}
 	return q.String()
-}
-
-// wrap breaks s at spaces so that lines stay within width, indenting
-// continuation lines.
-func wrap(s string, width int, indent string) string {
-	var b strings.Builder
-	line := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 {
-			if line+1+len(word) > width {
-				b.WriteString("\n" + indent)
-				line = 0
-			} else {
-				b.WriteByte(' ')
-				line++
-			}
-		}
-		b.WriteString(word)
-		line += len(word)
-	}
-	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/fleet"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -89,12 +90,12 @@ func runKubectlPlugin(args []string, stdout, stderr io.Writer) int {
 }
 
 func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", "--cluster [flags] [NODE...]", explainClusterHelp, stdout, stderr)
+	fs := cli.NewFlagSet("explain", "--cluster [flags] [NODE...]", explainClusterHelp, stdout, stderr)
 	if name == "kubectl evictd" {
 		fs.Usage = func() {
 			w := fs.Output()
 			fmt.Fprintf(w, "Usage: kubectl evictd [flags] [NODE...]\n\n%s\n\nFlags:\n", strings.TrimSpace(explainClusterHelp))
-			writeFlagUsages(w, fs)
+			cli.WriteFlagUsages(w, fs)
 		}
 	}
 	fs.Bool("cluster", name == "kubectl evictd", "explain every node of the cluster (or those selected) through the API server")
@@ -109,14 +110,14 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	kubeletCA := fs.String("kubelet-ca", "", "CA file for the kubelets' serving certificates on direct calls (default: the cluster's CA from the kubeconfig)")
 	insecure := fs.Bool("kubelet-insecure", false, "do not verify the kubelets' serving certificates on direct calls (your credentials then go to whatever answers at the node's address)")
 	out := fs.StringP("output", "o", "table", "output format: table or json")
-	profile := registerProfileFlag(fs)
+	profile := cli.RegisterProfileFlag(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if *out != "table" && *out != "json" {
 		return fail("-o %q: want table or json", *out)
@@ -143,7 +144,7 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	if w == 0 {
 		w = -1 // one sample
 	}
-	o := fleet.Options{Client: client, Rest: rc, Selector: *selector, Names: fs.Args(), Profile: profile.p,
+	o := fleet.Options{Client: client, Rest: rc, Selector: *selector, Names: fs.Args(), Profile: profile.Profile(),
 		Concurrency: *concurrency, Timeout: *timeout, Window: w, Samples: *samples,
 		Direct: d, KubeletCA: *kubeletCA, KubeletInsecure: *insecure}
 	o.Flags = evFlags
@@ -159,12 +160,12 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintln(stderr, "evictd: writing JSON:", err)
-			return exitError
+			return cli.ExitError
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	writeClusterTable(stdout, rep)
-	return exitOK
+	return cli.ExitOK
 }
 
 // clusterRestConfig loads the caller's kubeconfig as kubectl does:

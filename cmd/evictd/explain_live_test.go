@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestExplainLiveFlagErrors(t *testing.T) {
 		{"explain", "--live"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != exitError || strings.Count(errb.String(), "\n") != 1 {
+		if code := run(args, &out, &errb); code != cli.ExitError || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%v: code %d, want one error line; stderr %q", args, code, errb.String())
 		}
 	}
@@ -57,7 +58,7 @@ func TestExplainLiveOnRealWorkloads(t *testing.T) {
 	// 1000Gi is above any machine's memory: the threshold is met for sure.
 	args := []string{"explain", "--live", "--eviction-hard", "memory.available<1000Gi",
 		"--workload-root", "/" + base, "--workloads", wl, "-o", "json"}
-	if code := run(args, &out, &errb); code != exitOK {
+	if code := run(args, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("code %d: %s", code, errb.String())
 	}
 	var rep struct {
@@ -112,14 +113,14 @@ func TestExplainLiveKubernetesNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"explain", "--live", "--pods-cgroup", "/" + pods, "--pods", podsJSON, "--eviction-hard", "memory.available<1000Gi", "-o", "json"}, &out, &errb); code != exitOK {
+	if code := run([]string{"explain", "--live", "--pods-cgroup", "/" + pods, "--pods", podsJSON, "--eviction-hard", "memory.available<1000Gi", "-o", "json"}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("explain: code %d: %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), `Container app was using`) || !strings.Contains(out.String(), `"offending_containers": "app"`) {
 		t.Errorf("explain lacks the kubelet's container part:\n%s", out.String())
 	}
 	out.Reset()
-	if code := run([]string{"stat", "--summary", "--pods-cgroup", "/" + pods, "--pods", podsJSON}, &out, &errb); code != exitOK {
+	if code := run([]string{"stat", "--summary", "--pods-cgroup", "/" + pods, "--pods", podsJSON}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("stat: code %d: %s", code, errb.String())
 	}
 	var s struct {

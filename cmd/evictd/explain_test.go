@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // Inputs for explain: a node at 1500Mi available against a 2Gi hard
@@ -53,7 +55,7 @@ func TestExplain(t *testing.T) {
 	args := []string{"explain", "--config", filepath.Join(dir, "kc.yaml"), "--summary", filepath.Join(dir, "summary.json"), "--pods", filepath.Join(dir, "pods.json")}
 
 	out, errOut, code := runCmd(args...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
@@ -75,7 +77,7 @@ func TestExplain(t *testing.T) {
 	}
 
 	out, errOut, code = runCmd(append(args, "-o", "json")...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("json: exit %d: %s", code, errOut)
 	}
 	var rep struct {
@@ -107,7 +109,7 @@ func TestExplain(t *testing.T) {
 
 	// The kubelet's flags work without a config file and win over it.
 	out, _, code = runCmd("explain", "--eviction-hard", "memory.available<1Gi", "--summary", filepath.Join(dir, "summary.json"), "--pods", filepath.Join(dir, "pods.json"))
-	if code != exitOK || !strings.Contains(out, "Evicted: none") {
+	if code != cli.ExitOK || !strings.Contains(out, "Evicted: none") {
 		t.Errorf("--eviction-hard memory.available<1Gi with 1500Mi available must evict nothing (exit %d):\n%s", code, out)
 	}
 }
@@ -122,7 +124,7 @@ func TestExplainLenientKubeletConfig(t *testing.T) {
 	})
 	p := func(n string) string { return filepath.Join(dir, n) }
 	out, errOut, code := runCmd("explain", "--config", p("typo.yaml"), "--summary", p("summary.json"), "--pods", p("pods.json"))
-	if code != exitOK || !strings.Contains(out, "memory.available<2Gi") {
+	if code != cli.ExitOK || !strings.Contains(out, "memory.available<2Gi") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want the decision with the last evictionHard", code, out, errOut)
 	}
 	for _, w := range []string{"typo.yaml: evictionHrad: unknown field", `typo.yaml: evictionHard: "evictionHard": duplicate key (lines 4 and 5)`} {
@@ -157,8 +159,8 @@ func TestExplainBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCmd(append([]string{"explain"}, tc.args...)...)
-			if code != exitError {
-				t.Fatalf("exit %d, want %d; stderr %q", code, exitError, errOut)
+			if code != cli.ExitError {
+				t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitError, errOut)
 			}
 			if out != "" {
 				t.Errorf("partial output on error: %q", out)
@@ -181,7 +183,7 @@ func TestSimulate(t *testing.T) {
 		"bad.yaml": "kubeletConfig: kc.yaml\nsteps:\n- at: 0s\n  summary: summary.json\n  pods: pods.json\n  colour: blue\n",
 	})
 	out, errOut, code := runCmd("simulate", "--scenario", filepath.Join(dir, "s.yaml"), "-o", "json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var res struct {
@@ -204,11 +206,11 @@ func TestSimulate(t *testing.T) {
 		t.Errorf("empty lists must be printed as []: %s", out)
 	}
 	_, errOut, code = runCmd("simulate", "--scenario", filepath.Join(dir, "bad.yaml"))
-	if code != exitError || !strings.Contains(errOut, "bad.yaml: steps[0].colour: unknown field") {
+	if code != cli.ExitError || !strings.Contains(errOut, "bad.yaml: steps[0].colour: unknown field") {
 		t.Errorf("unknown step field: exit %d, %q", code, errOut)
 	}
 	out, _, code = runCmd("simulate", "--help")
-	if code != exitOK || !strings.Contains(out, "afterReclaim") || !strings.Contains(out, "Example") {
+	if code != cli.ExitOK || !strings.Contains(out, "afterReclaim") || !strings.Contains(out, "Example") {
 		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 }

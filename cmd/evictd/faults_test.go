@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // asEvictdEnv makes the test binary run as evictd (see TestMain).
@@ -20,10 +21,10 @@ const asEvictdEnv = "EVICTD_TEST_AS_EVICTD"
 
 // --help prints to stdout only, for every command.
 func TestHelpOnStdoutOnly(t *testing.T) {
-	for name := range commands {
+	for _, name := range cli.Names() {
 		var out, errb bytes.Buffer
 		code := run([]string{name, "--help"}, &out, &errb)
-		if code != exitOK || out.Len() == 0 || errb.Len() != 0 {
+		if code != cli.ExitOK || out.Len() == 0 || errb.Len() != 0 {
 			t.Errorf("%s --help: exit %d, %d bytes on stdout, stderr %q", name, code, out.Len(), errb.String())
 		}
 	}
@@ -33,7 +34,7 @@ func TestHelpOnStdoutOnly(t *testing.T) {
 func TestQOSCapacityTooLarge(t *testing.T) {
 	dir := writeInputs(t, map[string]string{"pods.json": explainPods})
 	_, errOut, code := runCmd("qos", "--memory-capacity", "9223372036854775808", "--pods", filepath.Join(dir, "pods.json"))
-	if code != exitError || !strings.Contains(errOut, `--memory-capacity "9223372036854775808": too large`) {
+	if code != cli.ExitError || !strings.Contains(errOut, `--memory-capacity "9223372036854775808": too large`) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
@@ -52,7 +53,7 @@ func TestPrintedNamesEscaped(t *testing.T) {
 		{"qos", "--memory-capacity", "8Gi", "--pods", p("pods.json")},
 	} {
 		out, errOut, code := runCmd(args...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
 		}
 		if strings.ContainsAny(out+errOut, "\x1b\x07") || !strings.Contains(out, `ab\x1b]2;owned\a\x1b[2Jove`) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // explain decides with the thresholds the kubelet runs with, whichever
@@ -36,7 +38,7 @@ func TestExplainWithTheNodesRealThresholds(t *testing.T) {
 		"drop-ins": {[]string{"--config", p("config.yaml"), "--config-dir", dropins}, p("config.yaml") + " + " + dropins + " (1 drop-in)"},
 	} {
 		out, errOut, code := runCmd(append(append([]string{"explain"}, c.args...), inputs...)...)
-		if code != exitOK || errOut != "" {
+		if code != cli.ExitOK || errOut != "" {
 			t.Fatalf("%s: exit %d: %s", name, code, errOut)
 		}
 		for _, want := range []string{"Config: " + c.config + ";", "Evicted: default/above", "Threshold quantity: 2Gi"} {
@@ -62,7 +64,7 @@ func TestExplainRefusesWhatIsNoKubeletConfig(t *testing.T) {
 	})
 	for _, f := range []string{"wrapped.json", "pods-as-config.json"} {
 		_, errOut, code := runCmd("explain", "--config", filepath.Join(dir, f), "--summary", filepath.Join(dir, "summary.json"), "--pods", filepath.Join(dir, "pods.json"))
-		if code != exitError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, f) {
+		if code != cli.ExitError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, f) {
 			t.Errorf("%s: exit %d, stderr %q", f, code, errOut)
 		}
 	}

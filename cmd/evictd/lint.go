@@ -6,6 +6,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
@@ -13,10 +14,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "lint",
-		summary: "check an eviction configuration: the kubelet's own errors plus the pitfalls it accepts silently",
-		run:     runLint,
+	cli.Register(cli.Command{
+		Name:    "lint",
+		Summary: "check an eviction configuration: the kubelet's own errors plus the pitfalls it accepts silently",
+		Run:     runLint,
 	})
 }
 
@@ -66,8 +67,8 @@ Examples:
 `
 
 func runLint(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lint", "[--config FILE [--config-dir DIR]] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
-	registerInputFlags(fs)
+	fs := cli.NewFlagSet("lint", "[--config FILE [--config-dir DIR]] [kubelet eviction flags] [-o table|json]", lintHelp, stdout, stderr)
+	cli.RegisterInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump")
 	configDir := registerConfigDirFlag(fs)
 	cgroupVersion := fs.Int("cgroup-version", 0, "the nodes' cgroup version (1 or 2), for version-specific checks; 0 = unknown")
@@ -76,12 +77,12 @@ func runLint(args []string, stdout, stderr io.Writer) int {
 	kubeletConfig := fs.String("kubelet-config", "", "the node's own kubelet configuration file (or /configz dump): check that evictd's thresholds (--config and flags) are met no later than the kubelet's (Kubernetes mode)")
 	kubeletConfigDir := fs.String("kubelet-config-dir", "", "the node's kubelet --config-dir, merged over --kubelet-config as the kubelet merges it")
 	evFlags := load.RegisterEvictionFlags(fs)
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd lint: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // lint --kubelet-config: evictd's thresholds against the kubelet's own file,
@@ -26,7 +28,7 @@ func TestLintKubeletCoexistence(t *testing.T) {
 		t.Errorf("exit %d, coexistence finding for equal thresholds:\n%s", code, out.String())
 	}
 	code = run([]string{"lint", "--eviction-hard", "memory.available<300Mi", "--kubelet-config", filepath.Join(t.TempDir(), "none.yaml")}, &out, &errb)
-	if code != exitError || !strings.Contains(errb.String(), "--kubelet-config") {
+	if code != cli.ExitError || !strings.Contains(errb.String(), "--kubelet-config") {
 		t.Errorf("missing kubelet config: exit %d, stderr %q", code, errb.String())
 	}
 }

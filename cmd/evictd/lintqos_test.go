@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // Golden outputs of `evictd lint` and `evictd qos` on realistic inputs.
@@ -117,8 +119,8 @@ func TestLintQoSBadInput(t *testing.T) {
 			"evictd qos: testdata/lint/typo.yaml: kind: \"KubeletConfiguration\": want Pod\n"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(tc.args, &stdout, &stderr); code != exitError {
-			t.Errorf("%v: exit %d, want %d", tc.args, code, exitError)
+		if code := run(tc.args, &stdout, &stderr); code != cli.ExitError {
+			t.Errorf("%v: exit %d, want %d", tc.args, code, cli.ExitError)
 		}
 		if stderr.String() != tc.want {
 			t.Errorf("%v: stderr\n got %q\nwant %q", tc.args, stderr.String(), tc.want)
@@ -129,7 +131,7 @@ func TestLintQoSBadInput(t *testing.T) {
 func TestLintQoSHelp(t *testing.T) {
 	for _, c := range []string{"lint", "qos"} {
 		var stdout, stderr bytes.Buffer
-		if code := run([]string{c, "--help"}, &stdout, &stderr); code != exitOK {
+		if code := run([]string{c, "--help"}, &stdout, &stderr); code != cli.ExitOK {
 			t.Errorf("%s --help: exit %d", c, code)
 		}
 		if !strings.Contains(stdout.String(), "Examples:") || !strings.Contains(stdout.String(), "Flags:") {

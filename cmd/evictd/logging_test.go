@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evictd/evictd/internal/cli"
 	"k8s.io/klog/v2"
 )
 
@@ -47,7 +48,7 @@ func TestKlogRoutedIntoCommandLogger(t *testing.T) {
 	for _, level := range []string{"debug", "info", "warn", "error"} {
 		var out, errb bytes.Buffer
 		code := run([]string{"lint", "--eviction-hard", "memory.available<1Gi", "--log-format", "json", "--log-level", level}, &out, &errb)
-		if code == exitError || errb.Len() != 0 { // 1: lint's warnings
+		if code == cli.ExitError || errb.Len() != 0 { // 1: lint's warnings
 			t.Fatalf("lint: exit %d, stderr %q", code, errb.String())
 		}
 		klog.Warningf("watch of %s ended", "*v1.Pod")
@@ -91,14 +92,14 @@ func TestKlogRoutedIntoCommandLogger(t *testing.T) {
 // --log-level and --log-format are every command's, and bad values are one
 // line naming the flag.
 func TestLogFlagsOnEveryCommand(t *testing.T) {
-	for name := range commands {
+	for _, name := range cli.Names() {
 		for _, c := range []struct{ args, want string }{
 			{"--log-level=verbose", `invalid argument "verbose" for "--log-level" flag: want debug, info, warn or error`},
 			{"--log-format=xml", `invalid argument "xml" for "--log-format" flag: want text or json`},
 		} {
 			var out, errb bytes.Buffer
 			code := run([]string{name, c.args}, &out, &errb)
-			if code != exitError || !strings.Contains(errb.String(), c.want) || strings.Count(errb.String(), "\n") != 1 {
+			if code != cli.ExitError || !strings.Contains(errb.String(), c.want) || strings.Count(errb.String(), "\n") != 1 {
 				t.Errorf("%s %s: exit %d, stderr %q", name, c.args, code, errb.String())
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/connflood"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -454,7 +455,7 @@ func TestRunRefusesOutputsThatAreNotFiles(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("%v: still running after 20 s", args)
 			}
-			if code != exitError || !strings.Contains(errOut, c.flag+" "+c.path+": is") || !strings.Contains(errOut, c.want) {
+			if code != cli.ExitError || !strings.Contains(errOut, c.flag+" "+c.path+": is") || !strings.Contains(errOut, c.want) {
 				t.Errorf("%v: exit %d, stderr %q; want the flag, the path and %q", args, code, errOut, c.want)
 			}
 		}
@@ -491,8 +492,8 @@ func TestRealSelftestCleansUpOnSignals(t *testing.T) {
 			p.cmd.Process.Signal(sig)
 			err := p.waitExit(60 * time.Second)
 			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != exitError {
-				t.Fatalf("exit %v, want status %d (interrupted, cleaned up)", err, exitError)
+			if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitError {
+				t.Fatalf("exit %v, want status %d (interrupted, cleaned up)", err, cli.ExitError)
 			}
 			left, _ := filepath.Glob(pattern)
 			fz, _ := filepath.Glob(filepath.Join(sandbox.V1Freezer, fmt.Sprintf("evictd-selftest-%d-*", p.cmd.Process.Pid)))

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -49,28 +48,4 @@ func warnKubeletConfig(stderr io.Writer, command string, c *kubeletconfig.Config
 	for _, w := range c.Warnings {
 		fmt.Fprintf(stderr, "evictd %s: warning: %v (accepted, as the kubelet accepts it; see evictd lint)\n", command, w)
 	}
-}
-
-// profileFlag is --profile: the policy profile (policy.ParseProfile).
-type profileFlag struct{ p policy.Profile }
-
-func (f *profileFlag) String() string { return f.p.String() }
-func (f *profileFlag) Type() string   { return "profile" }
-
-func (f *profileFlag) Set(s string) error {
-	p, err := policy.ParseProfile(s)
-	if err != nil {
-		return err
-	}
-	f.p = p
-	return nil
-}
-
-// registerProfileFlag adds --profile to a command that runs the engine.
-func registerProfileFlag(fs *pflag.FlagSet) *profileFlag {
-	f := &profileFlag{}
-	fs.Var(f, "profile", "policy profile: \"kubelet\" (the default: every decision the kubelet v1.37.2's), \"extended\" "+
-		"(every behaviour beyond the kubelet), or a comma-separated list of "+strings.Join(policy.ProfileBehaviours(), ", ")+
-		" (docs/profile.md)")
-	return f
 }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
@@ -18,10 +19,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "qos",
-		summary: "show the memory.min/low/high and oom_score_adj the kubelet writes for each container",
-		run:     runQoS,
+	cli.Register(cli.Command{
+		Name:    "qos",
+		Summary: "show the memory.min/low/high and oom_score_adj the kubelet writes for each container",
+		Run:     runQoS,
 	})
 }
 
@@ -77,8 +78,8 @@ Examples:
 `
 
 func runQoS(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
-	registerInputFlags(fs)
+	fs := cli.NewFlagSet("qos", "[--config FILE] --pods FILE [--node-allocatable-memory Q] [--memory-capacity Q] [-o table|json] | --live --workload-root PATH [--workloads FILE] [--config FILE]", qosHelp, stdout, stderr)
+	cli.RegisterInputFlags(fs)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON), or a /configz dump; without it the kubelet's defaults apply")
 	configDir := registerConfigDirFlag(fs)
 	podsPath := fs.String("pods", "", "pods: PodList, list of Pods or a Pod (JSON or YAML), required")
@@ -90,12 +91,12 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 	live := fs.Bool("live", false, "compare what is written now on this host's workloads (--workload-root, --workloads) with what evictd run keeps there")
 	root := fs.String("workload-root", "", "with --live: the workload root, relative to the memory hierarchy root, as given to evictd run")
 	workloadsPath := fs.String("workloads", "", "with --live: the workloads file, as given to evictd run")
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd qos: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if *live {
 		switch {
@@ -179,10 +180,10 @@ func runQoS(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		stdout.Write(append(b, '\n'))
-		return exitOK
+		return cli.ExitOK
 	}
 	writeQoSTable(stdout, s, res, qosCgroups, capSource, allocSource)
-	return exitOK
+	return cli.ExitOK
 }
 
 func positiveQuantity(flagName, v string) (int64, error) {

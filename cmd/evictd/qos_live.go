@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/protect"
@@ -21,7 +22,7 @@ import (
 func runQoSLive(src kubeletconfig.Source, rootRel, workloadsPath, out string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd qos --live: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	c, err := kubeletconfig.Read(src)
 	if err != nil {
@@ -70,7 +71,7 @@ func runQoSLive(src kubeletconfig.Source, rootRel, workloadsPath, out string, st
 			return fail("%v", err)
 		}
 		stdout.Write(append(b, '\n'))
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stdout, "%s (cgroup v%d): %s\n", root, version, qosSettingsLine(s))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -95,5 +96,5 @@ func runQoSLive(src kubeletconfig.Source, rootRel, workloadsPath, out string, st
 			fmt.Fprintln(stdout, "This process has no CAP_SYS_RESOURCE; if evictd run lacks it too, it cannot lower an oom_score_adj below 0 (-997, -999): see docs/qos.md.")
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }

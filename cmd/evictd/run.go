@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
@@ -21,10 +22,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "run",
-		summary: "run the eviction agent on this host (kernel wake-ups, kubelet decisions, kills)",
-		run:     runRun,
+	cli.Register(cli.Command{
+		Name:    "run",
+		Summary: "run the eviction agent on this host (kernel wake-ups, kubelet decisions, kills)",
+		Run:     runRun,
 	})
 }
 
@@ -126,7 +127,7 @@ func (h hookFlag) Set(s string) error {
 }
 
 func runRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "[flags]", runHelp, stdout, stderr)
+	fs := cli.NewFlagSet("run", "[flags]", runHelp, stdout, stderr)
 	configPath := fs.String("config", "", "KubeletConfiguration file (YAML or JSON) with the eviction settings, or a /configz dump; without it the kubelet's defaults apply")
 	configDir := registerConfigDirFlag(fs)
 	root := fs.String("workload-root", "", `cgroup whose children are the workloads, relative to the memory hierarchy root, e.g. /workloads (required unless --dry-run, where it defaults to "/")`)
@@ -153,16 +154,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
 	outFlags := registerOutputFlags(fs)
-	registerInputFlags(fs)
+	cli.RegisterInputFlags(fs)
 	evFlags := load.RegisterEvictionFlags(fs)
-	profile := registerProfileFlag(fs)
+	profile := cli.RegisterProfileFlag(fs)
 	kf := registerKubeFlags(fs)
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd run: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
@@ -207,7 +208,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer logw.Close(agent.DefaultFlushTimeout)
 	if *kf.on {
 		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.p, noGrowthStop: !*stopGrowth, outputs: outFlags,
+			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
 			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
 			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
 	}
@@ -229,7 +230,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	cfg.Profile = profile.p
+	cfg.Profile = profile.Profile()
 	var wf *workload.File
 	if *workloadsPath != "" {
 		if wf, err = workload.ReadFile(*workloadsPath); err != nil {
@@ -274,7 +275,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		for _, t := range h.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	// Until the reload is wired below, a SIGHUP must not end the agent.
 	signal.Ignore(syscall.SIGHUP)
@@ -317,7 +318,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
-	return exitOK
+	return cli.ExitOK
 }
 
 func thresholdTexts(ts []policy.Threshold) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,12 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/kubeletconfig"
@@ -143,7 +145,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	log, logw := sh.log, sh.logw
 	if *kf.node == "" {
@@ -199,7 +201,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		for _, t := range n.Engine().Thresholds() {
 			fmt.Fprintf(stdout, "  threshold %s\n", t.String())
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	// A SIGHUP must not end the agent: it reopens the decision log.
 	reloads := agent.NewReloader(log)
@@ -247,7 +249,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
-	return exitOK
+	return cli.ExitOK
 }
 
 // writeKubeletFacts prints, for --check, what evictd learnt of the kubelet:

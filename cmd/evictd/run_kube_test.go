@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 )
 
@@ -41,8 +42,8 @@ func TestRunKubeRejectsBadConfiguration(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"run", "--kubernetes"}, c.args...), &out, &errb)
 		msg := errb.String()
-		if code != exitError || !strings.Contains(msg, c.want) || strings.Count(strings.TrimSpace(msg), "\n") > 0 {
-			t.Errorf("run --kubernetes %v: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, msg, exitError, c.want)
+		if code != cli.ExitError || !strings.Contains(msg, c.want) || strings.Count(strings.TrimSpace(msg), "\n") > 0 {
+			t.Errorf("run --kubernetes %v: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, msg, cli.ExitError, c.want)
 		}
 	}
 }
@@ -68,7 +69,7 @@ evictionHard: {memory.available: 300Mi}
 	var out, errb bytes.Buffer
 	code := run([]string{"run", "--kubernetes", "--check", "--config", cfg, "--node-name", "node-a",
 		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/" + pods, "--kubelet-summary", "none"}, &out, &errb)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{"configuration OK", "node node-a", "2 active pod(s)", "disk stats off", "threshold memory.available<300Mi", "threshold allocatableMemory.available<300Mi"} {
@@ -88,7 +89,7 @@ evictionHard: {memory.available: 300Mi}
 	errb.Reset()
 	code = run([]string{"run", "--kubernetes", "--check", "--config", cfg, "--node-name", "node-a", "--eviction-hard", "memory.available<200Mi",
 		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/" + pods, "--kubelet-summary", "none"}, &out, &errb)
-	if code != exitOK || strings.Count(errb.String(), "the kubelet acts before evictd") != 2 {
+	if code != cli.ExitOK || strings.Count(errb.String(), "the kubelet acts before evictd") != 2 {
 		t.Errorf("exit %d; want two coexistence warnings (memory and allocatable):\n%s", code, errb.String())
 	}
 }

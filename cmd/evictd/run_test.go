@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -51,8 +52,8 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"run"}, freeMetricsAddr(c.args)...), &out, &errb)
 		msg := errb.String()
-		if code != exitError || !strings.Contains(msg, c.want) {
-			t.Errorf("run %v: exit %d, stderr %q; want exit %d and %q", c.args, code, msg, exitError, c.want)
+		if code != cli.ExitError || !strings.Contains(msg, c.want) {
+			t.Errorf("run %v: exit %d, stderr %q; want exit %d and %q", c.args, code, msg, cli.ExitError, c.want)
 		}
 		if lines := strings.Count(strings.TrimSpace(msg), "\n"); lines > 0 && !strings.Contains(msg, "Usage:") {
 			t.Errorf("run %v: %d-line error, want one line: %q", c.args, lines+1, msg)
@@ -77,7 +78,7 @@ func TestRunCheck(t *testing.T) {
 	cgrouptest.NeedReal(t, os.Geteuid() == 0, "root to read the host's cgroups")
 	var out, errb bytes.Buffer
 	code := run(append([]string{"run"}, freeMetricsAddr([]string{"--check", "--eviction-hard", "memory.available<300Mi"})...), &out, &errb)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, want := range []string{"configuration OK", "threshold memory.available<300Mi", "threshold allocatableMemory.available<300Mi"} {
@@ -89,11 +90,11 @@ func TestRunCheck(t *testing.T) {
 
 func TestDemoFlags(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"demo", "-o", "yaml"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), `-o "yaml": want text or json`) {
+	if code := run([]string{"demo", "-o", "yaml"}, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), `-o "yaml": want text or json`) {
 		t.Fatalf("exit %d: %q", code, errb.String())
 	}
 	out.Reset()
-	if code := run([]string{"demo", "--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "removes every cgroup and process") {
+	if code := run([]string{"demo", "--help"}, &out, &errb); code != cli.ExitOK || !strings.Contains(out.String(), "removes every cgroup and process") {
 		t.Fatalf("help: exit %d: %s", code, out.String())
 	}
 }

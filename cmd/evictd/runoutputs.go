@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // What `evictd run` writes besides its decisions — the log, the decision
@@ -92,7 +93,7 @@ func (o *outputFlags) stop() time.Duration {
 // agent.DefaultFlushTimeout.
 func runLogger(fs *pflag.FlagSet, stderr io.Writer) (log *slog.Logger, w *agent.AsyncWriter) {
 	w = agent.NewAsyncWriter(stderr, 0)
-	return commandLoggerTo(fs, w), w
+	return cli.CommandLoggerTo(fs, w), w
 }
 
 // runSignals returns the context a run stops with: SIGINT and SIGTERM end

@@ -10,16 +10,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 )
 
 func init() {
-	register(command{
-		name:    "selftest",
-		summary: "prove on this host that evictd evicts before the kernel OOM killer (needs root; under a minute)",
-		run:     runSelftest,
+	cli.Register(cli.Command{
+		Name:    "selftest",
+		Summary: "prove on this host that evictd evicts before the kernel OOM killer (needs root; under a minute)",
+		Run:     runSelftest,
 	})
 }
 
@@ -63,7 +64,7 @@ Example (as root):
 `
 
 func runSelftest(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("selftest", "[flags]", selftestHelp+selftestKubeHelp, stdout, stderr)
+	fs := cli.NewFlagSet("selftest", "[flags]", selftestHelp+selftestKubeHelp, stdout, stderr)
 	configPath := fs.String("config", "", "the node's KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply (with --kubernetes: its path on the node, default "+defaultKubeletConfig+")")
 	rates := fs.String("rates", "100Mi,500Mi,2Gi", "comma-separated memory growth rates per second on the node's scale (each is scaled to the sandbox)")
 	trials := fs.Int("trials", 3, "trials per rate")
@@ -71,12 +72,12 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout (the progress goes to stderr)")
 	evFlags := load.RegisterEvictionFlags(fs)
 	kf := registerSelftestKubeFlags(fs)
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd selftest: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
@@ -141,11 +142,11 @@ func runSelftest(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case rep.Interrupted || err != nil:
-		return exitError
+		return cli.ExitError
 	case !rep.Won:
-		return exitFindings
+		return cli.ExitFindings
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func parseRates(s string) ([]int64, error) {

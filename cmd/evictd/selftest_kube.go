@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	podmanifest "github.com/evictd/evictd/deploy/kubernetes/selftest"
+	"github.com/evictd/evictd/internal/cli"
 )
 
 const selftestKubeHelp = `
@@ -164,7 +166,7 @@ var imageFailures = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": tr
 func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd selftest --kubernetes: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if kubeletConfig == "" {
 		kubeletConfig = defaultKubeletConfig
@@ -230,7 +232,7 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 		if code, done, err := podOutcome(cur); err != nil {
 			return fail("pod %s: %v", name, err)
 		} else if done && logged {
-			if code != exitOK && code != exitFindings && code != exitError {
+			if code != cli.ExitOK && code != cli.ExitFindings && code != cli.ExitError {
 				// Not the selftest's own status: killed (137 is
 				// SIGKILL, e.g. the container's OOM kill).
 				return fail("pod %s: the container ended with exit code %d (%s)", name, code, terminatedReason(cur))

@@ -3,17 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/spf13/pflag"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	podmanifest "github.com/evictd/evictd/deploy/kubernetes/selftest"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/load"
 )
@@ -38,14 +40,14 @@ func TestSelftestKubeFlags(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"selftest"}, c.args...), &out, &errb)
-		if code != exitError || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), exitError, c.want)
+		if code != cli.ExitError || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), cli.ExitError, c.want)
 		}
 	}
 	// NODE_NAME stands for --node-name, as in 'evictd run --kubernetes'.
 	t.Setenv("NODE_NAME", "from-env")
 	var out, errb bytes.Buffer
-	if code := run([]string{"selftest", "--kubernetes", "--kubeconfig", "/nonexistent/kubeconfig"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), "API server configuration") {
+	if code := run([]string{"selftest", "--kubernetes", "--kubeconfig", "/nonexistent/kubeconfig"}, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), "API server configuration") {
 		t.Errorf("NODE_NAME set: exit %d, stderr %q; want it past the node check", code, errb.String())
 	}
 }
@@ -185,10 +187,10 @@ func TestRealSelftestKubeErrors(t *testing.T) {
 		code := run(append([]string{"selftest", "--kubernetes", "--kubeconfig", kubeconfig, "--timeout", "30s"}, args...), &out, &errb)
 		return code, errb.String()
 	}
-	if code, msg := selftest(admin, "--node-name", "node-b"); code != exitError || !strings.Contains(msg, `no node "node-b" in the cluster`) {
+	if code, msg := selftest(admin, "--node-name", "node-b"); code != cli.ExitError || !strings.Contains(msg, `no node "node-b" in the cluster`) {
 		t.Errorf("no such node: exit %d, %q", code, msg)
 	}
-	if code, msg := selftest(srv.Kubeconfig(t, "nobody", nobody.Token), "--node-name", "node-a"); code != exitError ||
+	if code, msg := selftest(srv.Kubeconfig(t, "nobody", nobody.Token), "--node-name", "node-a"); code != cli.ExitError ||
 		!strings.Contains(msg, `cannot create resource "pods"`) || !strings.Contains(msg, "RBAC: the caller needs create pods in the namespace") {
 		t.Errorf("RBAC: exit %d, %q", code, msg)
 	}
@@ -232,8 +234,8 @@ func TestRealSelftestKubeErrors(t *testing.T) {
 		go kubelet(kctx, c.status)
 		code, msg := selftest(admin, "--node-name", "node-a", "--image", "reg/none:v0")
 		kcancel()
-		if code != exitError || !strings.Contains(msg, c.want) {
-			t.Errorf("%s: exit %d, %q; want %d and %q", c.name, code, msg, exitError, c.want)
+		if code != cli.ExitError || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: exit %d, %q; want %d and %q", c.name, code, msg, cli.ExitError, c.want)
 		}
 		if !strings.Contains(msg, "deleted") {
 			t.Errorf("%s: the pod was not deleted: %q", c.name, msg)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 func TestSelftestFlags(t *testing.T) {
@@ -19,12 +21,12 @@ func TestSelftestFlags(t *testing.T) {
 		{[]string{"selftest", "extra"}, `unexpected argument "extra"`},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(c.args, &out, &errb); code != exitError || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: exit %d, stderr %q, want %d and %q", c.args, code, errb.String(), exitError, c.want)
+		if code := run(c.args, &out, &errb); code != cli.ExitError || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %d and %q", c.args, code, errb.String(), cli.ExitError, c.want)
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"selftest", "--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "10% of MemAvailable, at most 1Gi") {
+	if code := run([]string{"selftest", "--help"}, &out, &errb); code != cli.ExitOK || !strings.Contains(out.String(), "10% of MemAvailable, at most 1Gi") {
 		t.Errorf("--help: exit %d, %q", code, out.String())
 	}
 }

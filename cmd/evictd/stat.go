@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/load"
@@ -45,15 +46,15 @@ Examples:
 `
 
 func init() {
-	register(command{
-		name:    "stat",
-		summary: "show working set, throttling, OOM counts and PSI of pods or cgroups (v1 and v2), or the node's stats Summary",
-		run:     runStat,
+	cli.Register(cli.Command{
+		Name:    "stat",
+		Summary: "show working set, throttling, OOM counts and PSI of pods or cgroups (v1 and v2), or the node's stats Summary",
+		Run:     runStat,
 	})
 }
 
 func runStat(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("stat", "[--pod UID | --cgroup PATH | --workload-root PATH] [-o table|json] | --summary [--pods-cgroup PATH]", statHelp, stdout, stderr)
+	fs := cli.NewFlagSet("stat", "[--pod UID | --cgroup PATH | --workload-root PATH] [-o table|json] | --summary [--pods-cgroup PATH]", statHelp, stdout, stderr)
 	pod := fs.String("pod", "", "show only the pod with this UID")
 	cg := fs.String("cgroup", "", "show this cgroup: a path relative to the hierarchy root (e.g. /kubepods/burstable/pod<uid>) or under the memory controller's mount point")
 	podsCgroup := fs.String("pods-cgroup", "", "the pods' parent cgroup relative to the hierarchy root (default: detect /kubepods.slice or /kubepods)")
@@ -64,16 +65,16 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	kubeletRoot := fs.String("kubelet-root", "/var/lib/kubelet", "the kubelet's root directory (node fs, emptyDir volumes); --summary only")
 	podLogs := fs.String("pod-logs", "/var/log/pods", "the pods' log directory; --summary only")
 	podsFile := fs.String("pods", "", "--summary on a Kubernetes node: name pods and containers from this pod list (kubectl get pods -o json) as the kubelet's Summary does")
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := cli.ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "evictd stat: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return exitError
+		return cli.ExitError
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "evictd stat: -o %q: want table or json\n", *output)
-		return exitError
+		return cli.ExitError
 	}
 	targets := 0
 	for _, s := range []string{*pod, *cg, *workloadRoot} {
@@ -83,11 +84,11 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	}
 	if *podsFile != "" && (!*summary || *workloadRoot != "") {
 		fmt.Fprintln(stderr, "evictd stat: --pods goes with --summary on a Kubernetes node (not with --workload-root)")
-		return exitError
+		return cli.ExitError
 	}
 	if targets > 1 {
 		fmt.Fprintln(stderr, "evictd stat: --pod, --cgroup and --workload-root are exclusive: pick one")
-		return exitError
+		return cli.ExitError
 	}
 	ccfg := collect.Config{ProcRoot: *procRoot, PodsCgroup: *podsCgroup, WorkloadRoot: *workloadRoot,
 		KubeletRoot: *kubeletRoot, PodLogsRoot: *podLogs}
@@ -95,14 +96,14 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		pods, err := load.PodsFile(*podsFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		kube.NameFromPods(&ccfg, pods)
 	}
 	c, err := collect.New(ccfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	if *summary {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -110,7 +111,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		s, err := c.Summary(ctx)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		return writeJSON(stdout, stderr, s)
 	}
@@ -120,18 +121,18 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		s, err := c.StatCgroup(*cg)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		stats = []collect.CgroupStat{s}
 	default:
 		if c.PodsCgroup() == "" {
 			fmt.Fprintf(stderr, "evictd stat: %v\n", collect.ErrNoPodsCgroup)
-			return exitError
+			return cli.ExitError
 		}
 		stats, err = c.StatWorkloads(*pod)
 		if err != nil {
 			fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 	}
 	if *output == "json" {
@@ -144,10 +145,10 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "cgroup v%d memory hierarchy at %s (mode %s)\n", v, root, c.Hierarchy().Mode)
 	if len(stats) == 0 {
 		fmt.Fprintf(stdout, "no workloads under %s\n", c.PodsCgroup())
-		return exitOK
+		return cli.ExitOK
 	}
 	writeStatTable(stdout, stats)
-	return exitOK
+	return cli.ExitOK
 }
 
 func writeJSON(stdout, stderr io.Writer, v any) int {
@@ -155,9 +156,9 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		fmt.Fprintf(stderr, "evictd stat: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func writeStatTable(w io.Writer, stats []collect.CgroupStat) {

@@ -11,18 +11,19 @@ import (
 
 	"github.com/evictd/evictd/internal/cgroup"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/collect"
 )
 
 func TestStatHelpAndBadFlags(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"stat", "--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "Examples:") {
+	if code := run([]string{"stat", "--help"}, &out, &errb); code != cli.ExitOK || !strings.Contains(out.String(), "Examples:") {
 		t.Errorf("--help: code %d, out %q", code, out.String())
 	}
 	for _, args := range [][]string{{"stat", "-o", "yaml"}, {"stat", "--pod", "x", "--cgroup", "/y"}, {"stat", "extra"}} {
 		out.Reset()
 		errb.Reset()
-		if code := run(args, &out, &errb); code != exitError || errb.Len() == 0 {
+		if code := run(args, &out, &errb); code != cli.ExitError || errb.Len() == 0 {
 			t.Errorf("%v: code %d, stderr %q", args, code, errb.String())
 		}
 	}
@@ -48,7 +49,7 @@ func TestStatOnRealKubepodsTree(t *testing.T) {
 	pods := "--pods-cgroup=/" + base + "/kubepods"
 
 	var out, errb bytes.Buffer
-	if code := run([]string{"stat", pods}, &out, &errb); code != exitOK {
+	if code := run([]string{"stat", pods}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("table: code %d: %s", code, errb.String())
 	}
 	for _, want := range []string{uid, "abc123", "WORKING SET", "total_inactive_file"} {
@@ -58,7 +59,7 @@ func TestStatOnRealKubepodsTree(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := run([]string{"stat", pods, "--pod", uid, "-o", "json"}, &out, &errb); code != exitOK {
+	if code := run([]string{"stat", pods, "--pod", uid, "-o", "json"}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("json: code %d: %s", code, errb.String())
 	}
 	var stats []collect.CgroupStat
@@ -70,7 +71,7 @@ func TestStatOnRealKubepodsTree(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := run([]string{"stat", "--summary", pods, "--kubelet-root", t.TempDir()}, &out, &errb); code != exitOK {
+	if code := run([]string{"stat", "--summary", pods, "--kubelet-root", t.TempDir()}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("summary: code %d: %s", code, errb.String())
 	}
 	var s statsapi.Summary

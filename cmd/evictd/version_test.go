@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/version"
 )
 
@@ -15,10 +16,10 @@ import (
 // and the kubelet release whose eviction semantics evictd implements.
 func TestVersion(t *testing.T) {
 	var a, b, errb bytes.Buffer
-	if code := run([]string{"version"}, &a, &errb); code != exitOK {
+	if code := run([]string{"version"}, &a, &errb); code != cli.ExitOK {
 		t.Fatalf("evictd version: exit %d: %s", code, errb.String())
 	}
-	if code := run([]string{"--version"}, &b, &errb); code != exitOK {
+	if code := run([]string{"--version"}, &b, &errb); code != cli.ExitOK {
 		t.Fatalf("evictd --version: exit %d: %s", code, errb.String())
 	}
 	if a.String() != b.String() {
@@ -27,7 +28,7 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(a.String(), "evictd "+version.Version()+" (") || !strings.HasSuffix(a.String(), "; eviction semantics of kubelet "+version.Kubelet+"\n") {
 		t.Errorf("version line %q", a.String())
 	}
-	if code := run([]string{"version", "extra"}, &a, &errb); code != exitError {
+	if code := run([]string{"version", "extra"}, &a, &errb); code != cli.ExitError {
 		t.Errorf("version with an argument: exit %d", code)
 	}
 }

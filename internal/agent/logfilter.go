@@ -10,7 +10,7 @@ import (
 
 // DecisionLogHeartbeat is how often the decision log gets a record while
 // the node stays under pressure with nothing changing but the numbers:
-// enough points for `evictd report`'s chart (its default --gap is a
+// enough points for `evictd-tools report`'s chart (its default --gap is a
 // minute), without a record per synchronize and per wake-up (13 KB each
 // with 53 workloads, 205 MB a day on a 110-pod node before).
 const DecisionLogHeartbeat = 30 * time.Second

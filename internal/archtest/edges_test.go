@@ -47,7 +47,7 @@ var openAllowed = map[string]string{
 	"internal/load.ReadFile":                         "the kubelet config, Summary, pods, scenario and workloads files the user names",
 	"internal/agent.openRegular":                     "evictd's own decision log (append), state file and growth stops file (read), regular files only",
 	"internal/kubeletconfig.Config.mergeDropIns":     "walks the kubelet's --config-dir drop-in directory (as the kubelet does, filepath.WalkDir), not kernel files; each file is read through internal/load.ReadFile",
-	"cmd/evictd.runReport":                           "the decision log the user names, streamed (too large for internal/load.ReadFile)",
+	"cmd/evictd-tools.runReport":                     "the decision log the user names, streamed (too large for internal/load.ReadFile)",
 	"internal/agent.writeFileAtomic":                 "evictd's state directory, opened to fsync the rename (state file, growth stops file)",
 	"internal/hostmode.lockWorkloadRoot":             "opens the workload root and its ancestors to flock(2) them; reads nothing",
 	"internal/collect.Collector.addEphemeralStorage": "the kubelet's pod volume and log directories (ephemeral storage), not kernel files",

@@ -51,7 +51,7 @@ var writeAllowed = map[string]string{
 	"internal/agent.HoldsFile.write":         "evictd's own growth stops file, removed when no hold is left",
 	"internal/workload/hog.cacheFile":        "the test hog's own data file, written to make page cache; not a kernel file",
 	"internal/agent.HoldsFile.undoLeftovers": "evictd's own growth stops file, left by a previous run",
-	"cmd/evictd.writeFileAtomic":             "the SVG file the user names (simulate --plot), renamed into place",
+	"cmd/evictd-tools.writeFileAtomic":       "the picture or page the user names (simulate --plot, report), renamed into place",
 	"internal/kube/kubetest.writeFile":       "the test apiserver's keys and tokens, in the test's temporary directory",
 	"internal/kube/kubetest.start":           "the test apiserver's and etcd's logs, in the test's temporary directory",
 }
@@ -132,6 +132,7 @@ func TestKernelWritesStayInTheEdges(t *testing.T) {
 // t.TempDir() in the same function, with why it is not a kernel file.
 var testWriteAllowed = map[string]string{
 	"cmd/evictd.lqGolden":                               "its golden file under testdata/, rewritten with -update",
+	"cmd/evictd.TestDepaware":                           "cmd/evictd/depaware.txt, the agent's dependency list, rewritten with -update",
 	"internal/scenario.TestScenariosMatchKubelet":       "the scenarios' golden files under testdata/, rewritten with -update",
 	"internal/scenario.TestProfileScenarios":            "the profile scenarios' golden files under testdata/profile/, rewritten with -update",
 	"internal/collect.mkdirs":                           "a fixture tree under the t.TempDir() its callers pass",

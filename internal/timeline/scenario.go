@@ -7,7 +7,7 @@ import (
 	"github.com/evictd/evictd/internal/scenario"
 )
 
-// OfScenario is the timeline `evictd simulate --plot` draws: the decisions
+// OfScenario is the timeline `evictd-tools simulate --plot` draws: the decisions
 // of a Verbose run (res) against every threshold the configuration defines,
 // named as the configuration writes them, and the X of every step (the
 // chart's ticks).

@@ -103,7 +103,7 @@ type Options struct {
 	Out io.Writer // narration
 	Exe string    // the binary to re-execute as hogs (os.Executable())
 	// DecisionLog, when set, gets the agent's decision records, as
-	// `evictd run --decision-log` writes them (for `evictd report`).
+	// `evictd run --decision-log` writes them (for `evictd-tools report`).
 	DecisionLog *agent.DecisionLog
 }
 

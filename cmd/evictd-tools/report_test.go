@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 const demoDecisions = "../../internal/report/testdata/demo-decisions.jsonl"
@@ -15,7 +17,7 @@ const demoDecisions = "../../internal/report/testdata/demo-decisions.jsonl"
 // leaves no page behind.
 func TestReportCLI(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"report", demoDecisions}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"report", demoDecisions}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.HasPrefix(stdout.String(), "<!DOCTYPE html>") || !strings.Contains(stdout.String(), "</html>") {
@@ -25,7 +27,7 @@ func TestReportCLI(t *testing.T) {
 	out := filepath.Join(dir, "r.html")
 	for _, args := range [][]string{{"report", "-o", out, demoDecisions}, {"report", demoDecisions, "-o", out}} {
 		stdout.Reset()
-		if code := run(args, &stdout, &stderr); code != exitOK {
+		if code := run(args, &stdout, &stderr); code != cli.ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
 		}
 		if stdout.Len() != 0 {
@@ -42,7 +44,7 @@ func TestReportCLI(t *testing.T) {
 	os.WriteFile(bad, []byte(first+"\n"+`{"time":"2026-01-01T00:00:00Z","decision":{"nodeConditions":"MemoryPressure"}}`+"\n"), 0o644)
 	badOut := filepath.Join(dir, "bad.html")
 	stderr.Reset()
-	if code := run([]string{"report", bad, "-o", badOut}, &stdout, &stderr); code != exitError {
+	if code := run([]string{"report", bad, "-o", badOut}, &stdout, &stderr); code != cli.ExitError {
 		t.Fatalf("exit %d for a bad log", code)
 	}
 	if want := bad + ":2: field decision.nodeConditions:"; !strings.Contains(stderr.String(), want) {
@@ -53,7 +55,7 @@ func TestReportCLI(t *testing.T) {
 	}
 	for _, args := range [][]string{{"report"}, {"report", "a", "b"}, {"report", "--max-rows", "1", demoDecisions}, {"report", filepath.Join(dir, "missing")}} {
 		stderr.Reset()
-		if code := run(args, &stdout, &stderr); code != exitError || stderr.Len() == 0 {
+		if code := run(args, &stdout, &stderr); code != cli.ExitError || stderr.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/chart"
 	"github.com/evictd/evictd/internal/chart/chartsvg"
+	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/scenario"
 	"github.com/evictd/evictd/internal/timeline"
@@ -88,7 +89,7 @@ func TestPlotEveryScenario(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(dir, name+".svg")
 			var stdout, stderr bytes.Buffer
-			if code := run([]string{"simulate", "--scenario", path, "-o", "json", "--plot", out}, &stdout, &stderr); code != exitOK {
+			if code := run([]string{"simulate", "--scenario", path, "-o", "json", "--plot", out}, &stdout, &stderr); code != cli.ExitOK {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
 			var res scenario.Result
@@ -220,7 +221,7 @@ func observedSignals(t *testing.T, s *scenario.Scenario) map[policy.Signal]bool 
 func TestPlotLegendsAndUnits(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "p.svg")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/memory-pressure-soft-then-hard.yaml", "--plot", out}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/memory-pressure-soft-then-hard.yaml", "--plot", out}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(out)
@@ -244,7 +245,7 @@ func TestPlotLegendsAndUnits(t *testing.T) {
 	// A PID threshold as the config writes it ('1000', not 1k), on a
 	// count axis.
 	out3 := filepath.Join(t.TempDir(), "pid.svg")
-	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/disk-and-pid-pressure-at-once.yaml", "--plot", out3}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/disk-and-pid-pressure-at-once.yaml", "--plot", out3}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, _ = os.ReadFile(out3)
@@ -256,7 +257,7 @@ func TestPlotLegendsAndUnits(t *testing.T) {
 	}
 	// The percentage scenario's axis is in % of capacity.
 	out2 := filepath.Join(t.TempDir(), "pct.svg")
-	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/disk-percentage-threshold.yaml", "--plot", out2}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/disk-percentage-threshold.yaml", "--plot", out2}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, _ = os.ReadFile(out2)
@@ -281,7 +282,7 @@ func TestPlotPNGAndErrors(t *testing.T) {
 	dir := t.TempDir()
 	png := filepath.Join(dir, "p.png")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/min-reclaim.yaml", "--plot", png}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/min-reclaim.yaml", "--plot", png}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(png)
@@ -290,8 +291,8 @@ func TestPlotPNGAndErrors(t *testing.T) {
 	}
 	stderr.Reset()
 	bad := filepath.Join(dir, "p.gif")
-	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/min-reclaim.yaml", "--plot", bad}, &stdout, &stderr); code != exitError {
-		t.Fatalf("exit %d for a .gif, want %d", code, exitError)
+	if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/min-reclaim.yaml", "--plot", bad}, &stdout, &stderr); code != cli.ExitError {
+		t.Fatalf("exit %d for a .gif, want %d", code, cli.ExitError)
 	}
 	if !strings.Contains(stderr.String(), "p.gif") || !strings.Contains(stderr.String(), ".svg or .png") {
 		t.Errorf("error does not name the file and the formats: %s", stderr.String())
@@ -317,7 +318,7 @@ func TestDocsPlotsUpToDate(t *testing.T) {
 		}
 		out := filepath.Join(t.TempDir(), name+".svg")
 		var stdout, stderr bytes.Buffer
-		if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/" + name + ".yaml", "--plot", out}, &stdout, &stderr); code != exitOK {
+		if code := run([]string{"simulate", "--scenario", "../../testdata/scenarios/" + name + ".yaml", "--plot", out}, &stdout, &stderr); code != cli.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		now, err := os.ReadFile(out)

@@ -1,9 +1,9 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"io"
-	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -57,10 +57,10 @@ type flagCapture struct{ fs *pflag.FlagSet }
 
 func (*flagCapture) Write(p []byte) (int, error) { return len(p), nil }
 
-// commandFlags is the FlagSet command name defines, or nil.
-func commandFlags(name string) *pflag.FlagSet {
+// CommandFlags is the FlagSet command name defines, or nil.
+func CommandFlags(name string) *pflag.FlagSet {
 	fc := &flagCapture{}
-	commands[name].run(nil, fc, io.Discard)
+	commands[name].Run(nil, fc, io.Discard)
 	return fc.fs
 }
 
@@ -68,27 +68,22 @@ func commandFlags(name string) *pflag.FlagSet {
 // flags and the values they complete to.
 func completionTree(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:               "evictd",
+		Use:               Name,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		sub := &cobra.Command{Use: name, Short: commands[name].summary, Run: func(*cobra.Command, []string) {}}
+	for _, name := range Names() {
+		sub := &cobra.Command{Use: name, Short: commands[name].Summary, Run: func(*cobra.Command, []string) {}}
 		switch {
 		case name == "completion":
 			sub.ValidArgs = completionShells
 		case !fileArgs[name]:
 			sub.ValidArgsFunction = cobra.NoFileCompletions
 		}
-		if fs := commandFlags(name); fs != nil {
+		if fs := CommandFlags(name); fs != nil {
 			sub.Flags().AddFlagSet(fs)
 			sub.Flags().SetNormalizeFunc(longShorthands)
 			fs.VisitAll(func(f *pflag.Flag) { completeFlagValue(sub, name, f) })
@@ -125,17 +120,17 @@ func complete(args []string, stdout, stderr io.Writer) int {
 	root := completionTree(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintf(stderr, "evictd %s: %v\n", args[0], err)
-		return exitError
+		fmt.Fprintf(stderr, "%s %s: %v\n", Name, args[0], err)
+		return ExitError
 	}
-	return exitOK
+	return ExitOK
 }
 
 func init() {
-	register(command{
-		name:    "completion",
-		summary: "print the shell completion script for bash, zsh, fish or powershell",
-		run:     runCompletion,
+	Register(Command{
+		Name:    "completion",
+		Summary: "print the shell completion script for bash, zsh, fish or powershell",
+		Run:     runCompletion,
 	})
 }
 
@@ -161,14 +156,14 @@ flag.
 `
 
 func runCompletion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("completion", "bash|zsh|fish|powershell [--no-descriptions]", completionHelp, stdout, stderr)
+	fs := NewFlagSet("completion", "bash|zsh|fish|powershell [--no-descriptions]", strings.ReplaceAll(completionHelp, "evictd", Name), stdout, stderr)
 	noDesc := fs.Bool("no-descriptions", false, "leave out the descriptions of commands and flags")
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "evictd completion: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, Name+" completion: "+format+"\n", a...)
+		return ExitError
 	}
 	if fs.NArg() != 1 {
 		return fail("want one shell: bash, zsh, fish or powershell")
@@ -193,10 +188,10 @@ func runCompletion(args []string, stdout, stderr io.Writer) int {
 			err = root.GenPowerShellCompletionWithDesc(stdout)
 		}
 	default:
-		return fail("unknown shell %q%s: want bash, zsh, fish or powershell", shell, didYouMean(shell, completionShells, ""))
+		return fail("unknown shell %q%s: want bash, zsh, fish or powershell", shell, DidYouMean(shell, completionShells, ""))
 	}
 	if err != nil {
 		return fail("%v", err)
 	}
-	return exitOK
+	return ExitOK
 }

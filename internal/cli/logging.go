@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func addLogFlags(fs *pflag.FlagSet) {
 // commandLogger is the logger of the command whose flags fs parsed: on
 // fs.Output() (the command's stderr), at its --log-level, in its
 // --log-format. Every call returns the same logger.
-func commandLogger(fs *pflag.FlagSet) *slog.Logger {
+func CommandLogger(fs *pflag.FlagSet) *slog.Logger {
 	addLogFlags(fs)
 	s := fs.Lookup(flagLogLevel).Value.(logLevelValue).s
 	if s.logger == nil {
@@ -102,7 +102,7 @@ func commandLogger(fs *pflag.FlagSet) *slog.Logger {
 // commandLoggerTo makes the command's logger write to w instead (at its
 // --log-level, in its --log-format), and klog with it: the agent's logs go
 // through a queue (runLogger).
-func commandLoggerTo(fs *pflag.FlagSet, w io.Writer) *slog.Logger {
+func CommandLoggerTo(fs *pflag.FlagSet, w io.Writer) *slog.Logger {
 	addLogFlags(fs)
 	s := fs.Lookup(flagLogLevel).Value.(logLevelValue).s
 	opts := &slog.HandlerOptions{Level: s.level}
@@ -111,7 +111,7 @@ func commandLoggerTo(fs *pflag.FlagSet, w io.Writer) *slog.Logger {
 	} else {
 		s.logger = slog.New(slog.NewTextHandler(w, opts))
 	}
-	routeKlog(s.logger)
+	RouteKlog(s.logger)
 	return s.logger
 }
 
@@ -126,7 +126,7 @@ func commandLoggerTo(fs *pflag.FlagSet, w io.Writer) *slog.Logger {
 // writer with klog's header, whose severity letter keeps a warning a
 // warning (klog would hand it to logr as Info) and whose file:line becomes
 // the caller attribute.
-func routeKlog(log *slog.Logger) {
+func RouteKlog(log *slog.Logger) {
 	var fs flag.FlagSet
 	klog.InitFlags(&fs)
 	v := "0"

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/cli"
 )
 
 // `evictd report` on what `kubectl logs` of the DaemonSet prints: the
@@ -40,8 +42,10 @@ func TestReportReadsKubectlLogs(t *testing.T) {
 			}
 			in := filepath.Join(t.TempDir(), "kubectl-logs.txt")
 			os.WriteFile(in, []byte(mixed.String()), 0o644)
-			out, errOut, code := runCmd("report", in)
-			if code != exitOK {
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"report", in}, &stdout, &stderr)
+			out, errOut := stdout.String(), stderr.String()
+			if code != cli.ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			if !strings.Contains(out, "12 synchronizes") {
@@ -61,7 +65,7 @@ func TestReportReadsKubectlLogs(t *testing.T) {
 // 50 MB lines).
 func TestReportBoundsItsInput(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "report", "-", "--skip-bad", "-o", filepath.Join(t.TempDir(), "r.html"))
-	cmd.Env = append(os.Environ(), asEvictdEnv+"=1")
+	cmd.Env = append(os.Environ(), asToolsEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

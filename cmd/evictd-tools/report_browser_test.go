@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/chart"
+	"github.com/evictd/evictd/internal/cli"
+	"github.com/evictd/evictd/internal/hostmode/demo"
 )
 
 // needBrowser skips a test that needs the real browser when it cannot run
@@ -221,7 +224,7 @@ func pixelBox(img image.Image, c color.Color) box {
 func TestReportInHeadlessChromium(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "report.html")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"report", "../../internal/report/testdata/demo-decisions.jsonl", "-o", page}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"report", "../../internal/report/testdata/demo-decisions.jsonl", "-o", page}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	checkPageInBrowser(t, page, 3, []string{"host/leaky", "host/batch", "host/cache"})
@@ -236,13 +239,23 @@ func TestReportOfTheDemo(t *testing.T) {
 	cgrouptest.RequireV1Memory(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "demo.jsonl")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"demo", "--decision-log", log}, &stdout, &stderr); code != exitOK {
-		t.Fatalf("demo: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	// The demo is the agent's command (cmd/evictd); its story runs here
+	// from the package, the test binary re-executed as its hogs (TestMain).
+	dl, err := agent.OpenDecisionLog(log, agent.DecisionLogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var story bytes.Buffer
+	_, err = demo.Run(context.Background(), demo.Options{Out: &story, Exe: os.Args[0], DecisionLog: dl})
+	if cerr := dl.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, story.String())
 	}
 	page := filepath.Join(dir, "demo.html")
-	stderr.Reset()
-	if code := run([]string{"report", log, "-o", page}, &stdout, &stderr); code != exitOK {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"report", log, "-o", page}, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("report: exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(page)

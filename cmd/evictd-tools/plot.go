@@ -5,14 +5,27 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/evictd/evictd/internal/cli"
+
 	"github.com/evictd/evictd/internal/chart"
 	"github.com/evictd/evictd/internal/scenario"
 	"github.com/evictd/evictd/internal/timeline"
 )
 
-// writePlot draws the scenario's timeline to path (.svg or .png). The file
-// is written whole or not at all.
-func writePlot(path string, s *scenario.Scenario, res *scenario.Result) error {
+func init() { cli.Plotter = plotter{} }
+
+// plotter draws simulate --plot's picture (cli.Plotter).
+type plotter struct{}
+
+// CheckPath fails for a file that is neither .svg nor .png.
+func (plotter) CheckPath(path string) error {
+	_, err := chart.FormatOf(path)
+	return err
+}
+
+// Plot draws the scenario's timeline to path (.svg or .png). The file is
+// written whole or not at all.
+func (plotter) Plot(path string, s *scenario.Scenario, res *scenario.Result) error {
 	f, err := chart.FormatOf(path)
 	if err != nil {
 		return err

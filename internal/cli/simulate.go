@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -7,16 +7,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/evictd/evictd/internal/chart"
 	"github.com/evictd/evictd/internal/safetext"
 	"github.com/evictd/evictd/internal/scenario"
 )
 
 func init() {
-	register(command{
-		name:    "simulate",
-		summary: "replay a timeline of stats and pods through the kubelet's eviction policy",
-		run:     runSimulate,
+	Register(Command{
+		Name:    "simulate",
+		Summary: "replay a timeline of stats and pods through the kubelet's eviction policy",
+		Run:     runSimulate,
 	})
 }
 
@@ -45,7 +44,8 @@ with grace period and message. -o json prints
 {"steps":[{"at","nodeConditions","evicted":[{"namespace","name",
 "gracePeriodSeconds","message"}],"nodeReclaim"}]}; -v adds every decision.
 
---plot FILE also draws the timeline, SVG or PNG by the file's extension: one
+--plot FILE (evictd-tools simulate only: the agent binary evictd links no
+plotting stack) also draws the timeline, SVG or PNG by the file's extension: one
 panel per signal that has a threshold (the observed available amount as
 steps, each value held until the next step, against each threshold's
 quantity; the y axis named with its unit: bytes in Ki/Mi/Gi, counts, or % of
@@ -59,54 +59,69 @@ scenario is drawn across the width (docs/plot.md).
 
 Example:
   evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml
-  evictd simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml --plot out.svg
+  evictd-tools simulate --scenario testdata/scenarios/memory-pressure-soft-then-hard.yaml --plot out.svg
   evictd simulate --scenario testdata/scenarios/profile-loop-breaker.yaml --profile extended
 `
 
+// Plotter draws simulate --plot's picture. Only evictd-tools sets it: the
+// agent binary links no plotting stack (cmd/evictd's depaware test), and its
+// simulate --plot names the tools command to run instead.
+var Plotter interface {
+	// CheckPath fails for a file name the plotter cannot draw to (its
+	// extension), before the scenario runs.
+	CheckPath(path string) error
+	// Plot draws the scenario's timeline to path, whole or not at all.
+	Plot(path string, s *scenario.Scenario, res *scenario.Result) error
+}
+
 func runSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("simulate", "--scenario FILE [-o table|json] [-v] [--plot FILE.svg|FILE.png]", simulateHelp, stdout, stderr)
-	registerInputFlags(fs)
+	fs := NewFlagSet("simulate", "--scenario FILE [-o table|json] [-v] [--plot FILE.svg|FILE.png]", simulateHelp, stdout, stderr)
+	RegisterInputFlags(fs)
 	path := fs.String("scenario", "", "scenario file (YAML or JSON), required")
 	out := fs.StringP("output", "o", "table", "output format: table or json")
 	verbose := fs.BoolP("verbose", "v", false, "include each step's full decision (json) or the deciding signal and notes (table)")
 	plotPath := fs.String("plot", "", "also draw the timeline to this file (.svg or .png)")
-	profile := registerProfileFlag(fs)
-	if done, code := parseFlags(fs, args, stdout); done {
+	profile := RegisterProfileFlag(fs)
+	if done, code := ParseFlags(fs, args, stdout); done {
 		return code
 	}
 	if *path == "" {
-		fmt.Fprintln(stderr, "evictd simulate: --scenario is required (see --help)")
-		return exitError
+		fmt.Fprintln(stderr, Name+" simulate: --scenario is required (see --help)")
+		return ExitError
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "evictd simulate: unexpected argument %q\n", fs.Arg(0))
-		return exitError
+		fmt.Fprintf(stderr, "%s simulate: unexpected argument %q\n", Name, fs.Arg(0))
+		return ExitError
 	}
 	if *out != "table" && *out != "json" {
-		fmt.Fprintf(stderr, "evictd simulate: -o %q: want table or json\n", *out)
-		return exitError
+		fmt.Fprintf(stderr, "%s simulate: -o %q: want table or json\n", Name, *out)
+		return ExitError
 	}
 	if *plotPath != "" {
-		if _, err := chart.FormatOf(*plotPath); err != nil {
-			fmt.Fprintln(stderr, "evictd simulate: --plot", err)
-			return exitError
+		if Plotter == nil {
+			fmt.Fprintf(stderr, "%s simulate: --plot is drawn by the tools binary (make build puts it in bin/), which carries the plotting stack the agent leaves out: run 'evictd-tools simulate --scenario %s --plot %s'\n", Name, *path, *plotPath)
+			return ExitError
+		}
+		if err := Plotter.CheckPath(*plotPath); err != nil {
+			fmt.Fprintln(stderr, Name+" simulate: --plot", err)
+			return ExitError
 		}
 	}
 	s, err := scenario.LoadFile(*path)
 	if err != nil {
-		fmt.Fprintln(stderr, "evictd simulate:", err)
-		return exitError
+		fmt.Fprintln(stderr, Name+" simulate:", err)
+		return ExitError
 	}
 	showDecisions := *verbose && *out == "json"
-	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != "", Profile: profile.p})
+	res, err := scenario.Run(s, scenario.RunOptions{Verbose: showDecisions || *plotPath != "", Profile: profile.Profile()})
 	if err != nil {
-		fmt.Fprintf(stderr, "evictd simulate: %s: %v\n", *path, err)
-		return exitError
+		fmt.Fprintf(stderr, "%s simulate: %s: %v\n", Name, *path, err)
+		return ExitError
 	}
 	if *plotPath != "" {
-		if err := writePlot(*plotPath, s, res); err != nil {
-			fmt.Fprintf(stderr, "evictd simulate: --plot %s: %v\n", *plotPath, err)
-			return exitError
+		if err := Plotter.Plot(*plotPath, s, res); err != nil {
+			fmt.Fprintf(stderr, "%s simulate: --plot %s: %v\n", Name, *plotPath, err)
+			return ExitError
 		}
 		if !showDecisions {
 			for i := range res.Steps {
@@ -119,13 +134,13 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		enc.SetEscapeHTML(false) // messages and thresholds hold '<' and quotes
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
-			fmt.Fprintln(stderr, "evictd: writing JSON:", err)
-			return exitError
+			fmt.Fprintln(stderr, Name+": writing JSON:", err)
+			return ExitError
 		}
-		return exitOK
+		return ExitOK
 	}
 	writeSimulateTable(stdout, res, *verbose)
-	return exitOK
+	return ExitOK
 }
 
 func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
