@@ -11,7 +11,12 @@ export GOTOOLCHAIN ?= auto
 VERSION_INFO := $(shell scripts/version.sh)
 VERSION ?= $(word 1,$(VERSION_INFO))
 REVISION ?= $(word 2,$(VERSION_INFO))
-LDFLAGS = -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
+# STRIP: the binaries are built as the release image builds them, without
+# the symbol table and DWARF (-s -w; a panic's stack trace keeps its function
+# names and lines): the agent is 34 MB so, 48 MB with them. STRIP= keeps
+# them, for a debugger.
+STRIP ?= -s -w
+LDFLAGS = $(STRIP) -X github.com/evictd/evictd/internal/version.stamped=$(VERSION) -X github.com/evictd/evictd/internal/version.revision=$(REVISION)
 
 # bin/evictd is the agent (what a node runs: run, explain, lint, qos, stat,
 # selftest, demo, simulate); bin/evictd-tools the offline commands that draw
