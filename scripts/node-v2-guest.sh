@@ -129,7 +129,11 @@ unit kube-scheduler "$bin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfi
 	--bind-address 127.0.0.1 --leader-elect=false
 # --vmodule=eviction_manager=3: the end of each eviction synchronize is
 # logged, for the tests' gate (test/node/gate_test.go).
-unit kubelet "$bin/kubelet" --config /var/lib/kubelet/config.yaml --kubeconfig "$dir/kubelet.kubeconfig" \
+# The drop-ins and the minimum reclaim flag are the v1 node's
+# (scripts/node.sh), so that both nodes' kubelets read the same
+# configuration the same way.
+unit kubelet "$bin/kubelet" --config /var/lib/kubelet/config.yaml --config-dir "$dir/kubelet.conf.d" \
+	--eviction-minimum-reclaim=nodefs.available=100Mi --kubeconfig "$dir/kubelet.kubeconfig" \
 	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --vmodule=eviction_manager=3
 systemctl daemon-reload
 
@@ -209,6 +213,7 @@ EOF
 # The v1 node's shared settings (maxPods, thresholds, image GC off):
 # scripts/node.sh's kubelet_node_yaml, written by the host.
 cat "$run/kubelet-node.yaml" >>/var/lib/kubelet/config.yaml
+cp -r "$run/kubelet.conf.d" "$dir/kubelet.conf.d"
 # The kubelet's configuration where the tests (and the DaemonSet's hostPath)
 # look for it.
 ln -sf /var/lib/kubelet/config.yaml "$dir/kubelet.yaml"

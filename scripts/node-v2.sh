@@ -108,7 +108,8 @@ v2up() {
 		guest_kubeconfig "${k%%:*}" "${k#*:}"
 	done
 	cp scripts/node-v2-guest.sh "$stage/setup.sh"
-	kubelet_node_yaml >"$stage/kubelet-node.yaml"
+	# (Its drop-ins, kubelet.conf.d, go on the run disk too.)
+	dir=$stage kubelet_node_yaml >"$stage/kubelet-node.yaml"
 	cp "$images"/pause.tar "$images"/work.tar "$images"/evictd.tar "$stage/images/"
 	cp "$images/bin/evictd" "$stage/images/bin/"
 	[[ $threshold_mi =~ ^[1-9][0-9]*$ ]] || die "EVICTD_NODE_THRESHOLD_MI=$threshold_mi: want a positive number of MiB"
