@@ -282,7 +282,8 @@ v2check() {
 # v2gotest [go test -c flags] [-- test binary flags]: test/node's tests, built
 # static on the host, run in the guest against its node, from a copy of the
 # files they read at the same absolute path as here (the package's testdata,
-# deploy/, scripts/node.sh for the traffic count, busybox for the canary).
+# deploy/, scripts/node.sh and the toolchain.sh it sources for the traffic
+# count, busybox for the canary).
 v2gotest() {
 	local build=() targs=() seen=
 	for a in "$@"; do
@@ -290,7 +291,7 @@ v2gotest() {
 	done
 	current
 	CGO_ENABLED=0 go test -c -trimpath ${build[@]+"${build[@]}"} -o "$dir/node.test" ./test/node/
-	tar -C / -cf - "${root#/}/test/node/testdata" "${root#/}/deploy" "${root#/}/scripts/node.sh" "${root#/}/.cache/node/busybox/bin/busybox" |
+	tar -C / -cf - "${root#/}/test/node/testdata" "${root#/}/deploy" "${root#/}/scripts/node.sh" "${root#/}/scripts/toolchain.sh" "${root#/}/.cache/node/busybox/bin/busybox" |
 		gssh "tar -C / -xf - && mkdir -p /var/lib/evictd-node/test"
 	gssh "cat >/var/lib/evictd-node/test/node.test && chmod +x /var/lib/evictd-node/test/node.test" <"$dir/node.test"
 	# The benchmark's settings go along (bench/node-v2.sh sets them).
