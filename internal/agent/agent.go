@@ -3,8 +3,8 @@
 // for a Decision, carry the Decision out, and record it (decision log,
 // metrics, one log line per action or state change, nothing per tick).
 //
-// The agent declares the small interfaces it consumes — stats source, pod
-// source, evictor, reclaimer, waker, threshold updater, clock — so the loop
+// The agent declares the small interfaces it consumes — the observer (one
+// read of the pods and their stats per synchronize), evictor, reclaimer, waker, threshold updater, clock — so the loop
 // is tested with fakes and a fake clock. A wiring implements them for one
 // kind of node: internal/hostmode for a host whose workloads are cgroups
 // under a workload root and internal/kube for a Kubernetes node, beside it
@@ -44,14 +44,38 @@ const (
 	cleanupTimeout = 30 * time.Second
 )
 
-// StatsSource reads the node's stats Summary.
-type StatsSource interface {
-	Summary(ctx context.Context) (*statsv1alpha1.Summary, error)
+// Observer reads the node for the agent. The agent asks it one question per
+// synchronize (timer, wake-up, grace, after an eviction alike): Observe,
+// answered from one listing of the pod source, with the check for pods
+// whose workload is gone already applied to that listing, and the Summary
+// read for exactly those pods. The engine's pods and the Summary's pods are
+// then the same read's, and no source of a wiring calls another behind the
+// agent's back.
+type Observer interface {
+	Observe(ctx context.Context) Observation
+	// Pods lists the active pods only (admitted, not terminal; the same
+	// listing and check as Observe's), for the agent's waits between
+	// synchronizes, where no stats are needed: the cleanup wait after an
+	// eviction and the resume of an interrupted one.
+	Pods(ctx context.Context) ([]*v1.Pod, error)
 }
 
-// PodSource lists the active pods (admitted, not terminal).
-type PodSource interface {
-	Pods(ctx context.Context) ([]*v1.Pod, error)
+// Observation is one read of the node. Either half may fail alone, as the
+// kubelet's eviction manager lists its active pods and gets the Summary
+// separately: the agent records each failure under its own stage.
+type Observation struct {
+	// Pods are the active pods (admitted, not terminal); nil when PodsErr.
+	Pods    []*v1.Pod
+	PodsErr error
+	// Summary is the node's stats Summary for Pods (the kubelet's Summary
+	// API shape); nil when SummaryErr.
+	Summary    *statsv1alpha1.Summary
+	SummaryErr error
+	// Restat reads the Summary again for the same pods: the engine's
+	// second look after node-level reclaim (the kubelet gets the Summary
+	// again then, and ranks the pods it listed before). Nil: not read
+	// again, the second look sees no stats.
+	Restat func(ctx context.Context) (*statsv1alpha1.Summary, error)
 }
 
 // Evictor kills a pod with a grace period and returns when it is done (or
@@ -133,10 +157,10 @@ func RealClock() Clock { return realClock{} }
 
 // Config wires an Agent.
 type Config struct {
-	Engine  *policy.Engine
-	Stats   StatsSource
-	Pods    PodSource
-	Evictor Evictor
+	Engine *policy.Engine
+	// Observer reads the node: one Observe per synchronize.
+	Observer Observer
+	Evictor  Evictor
 	// Holder stops a hard eviction's victim from growing at once (nil:
 	// the victim grows on until the evictor's kill, as with the kubelet).
 	Holder Holder
@@ -235,8 +259,8 @@ type softKillResult struct {
 
 // New checks cfg and returns an Agent.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Engine == nil || cfg.Stats == nil || cfg.Pods == nil || cfg.Evictor == nil {
-		return nil, errors.New("agent: engine, stats, pods and evictor are required")
+	if cfg.Engine == nil || cfg.Observer == nil || cfg.Evictor == nil {
+		return nil, errors.New("agent: engine, observer and evictor are required")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
@@ -574,7 +598,7 @@ func evictedPods(r Record) []policy.PodRef {
 func (a *Agent) waitForCleanup(ctx context.Context, pods []policy.PodRef) {
 	deadline := a.cfg.Clock.Now().Add(cleanupTimeout)
 	for {
-		active, err := a.cfg.Pods.Pods(ctx)
+		active, err := a.cfg.Observer.Pods(ctx)
 		if err == nil && !anyListed(active, pods) {
 			return
 		}
@@ -616,8 +640,9 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	clk := a.cfg.Clock
 	eng := a.cfg.Engine
 	start := clk.Now()
-	pods, perr := a.cfg.Pods.Pods(ctx)
-	summary, serr := a.cfg.Stats.Summary(ctx)
+	obs := a.cfg.Observer.Observe(ctx)
+	pods, perr := obs.Pods, obs.PodsErr
+	summary, serr := obs.Summary, obs.SummaryErr
 	if serr != nil {
 		summary = nil // the engine records "failed to get summary stats", as the kubelet logs and returns
 	}
@@ -639,9 +664,12 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 			a.cfg.Reclaimer.Reclaim(ctx, d.Signal, d.Reclaim)
 		}
 		rec.Actions = append(rec.Actions, act)
-		fresh, err := a.cfg.Stats.Summary(ctx)
-		if err != nil {
-			fresh = nil
+		var fresh *statsv1alpha1.Summary
+		if obs.Restat != nil {
+			var err error
+			if fresh, err = obs.Restat(ctx); err != nil {
+				fresh = nil
+			}
 		}
 		d = eng.ReclaimedHost(clk.Now(), fresh, a.hostMemory(ctx))
 		if d.ReclaimSufficient {

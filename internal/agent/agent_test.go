@@ -88,6 +88,26 @@ func (w *world) Pods(context.Context) ([]*v1.Pod, error) {
 	return append([]*v1.Pod(nil), w.pods...), nil
 }
 
+// sources is an Observer made of a pod source and a stats source, asked one
+// after the other (the fakes of these tests keep their pods and their stats
+// apart; a wiring reads the stats of the listing it made).
+type sources struct {
+	pods interface {
+		Pods(context.Context) ([]*v1.Pod, error)
+	}
+	stats interface {
+		Summary(context.Context) (*statsv1alpha1.Summary, error)
+	}
+}
+
+func (s sources) Observe(ctx context.Context) Observation {
+	pods, perr := s.pods.Pods(ctx)
+	sum, serr := s.stats.Summary(ctx)
+	return Observation{Pods: pods, PodsErr: perr, Summary: sum, SummaryErr: serr, Restat: s.stats.Summary}
+}
+
+func (s sources) Pods(ctx context.Context) ([]*v1.Pod, error) { return s.pods.Pods(ctx) }
+
 func (w *world) Evict(_ context.Context, pod *v1.Pod, grace time.Duration, _ policy.Eviction) (EvictResult, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -175,7 +195,7 @@ func TestRunScriptedMemoryPressure(t *testing.T) {
 	a, err := New(Config{
 		Engine: engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
 			map[string]string{"memory.available": "1m30s"}, 15),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Log: logTo(&logs), DecisionLog: NewDecisionLog(&dlog),
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Log: logTo(&logs), DecisionLog: NewDecisionLog(&dlog),
 		Metrics: NewMetrics(),
 		OnRecord: func(r Record) {
 			recs = append(recs, r)
@@ -255,7 +275,7 @@ func TestWakeRunsSynchronize(t *testing.T) {
 	waker := notify.NewWaker()
 	got := make(chan Record, 4)
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
 		OnRecord: func(r Record) { got <- r }})
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +308,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	w.avail = func(time.Time) int64 { return 1500 * mi }
 	mk := func(logs *bytes.Buffer) *Agent {
 		a, err := New(Config{Engine: engine(t, nil, map[string]string{"memory.available": "2Gi"},
-			map[string]string{"memory.available": "1m"}, 30), Stats: w, Pods: w, Evictor: w, Clock: clock,
+			map[string]string{"memory.available": "1m"}, 30), Observer: sources{w, w}, Evictor: w, Clock: clock,
 			StateFile: sf, Log: logTo(logs)})
 		if err != nil {
 			t.Fatal(err)
@@ -346,7 +366,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	w.avail = func(time.Time) int64 { return 500 * mi }
 	m := NewMetrics()
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +444,7 @@ func TestThresholdsMovedAfterEviction(t *testing.T) {
 	o := &orderedWorld{world: newWorld(clock)}
 	o.avail = func(time.Time) int64 { return 512 * mi }
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: o, Pods: o, Evictor: o, Updater: o, Clock: clock, Log: logTo(&bytes.Buffer{})})
+		Observer: sources{o, o}, Evictor: o, Updater: o, Clock: clock, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,5 +454,55 @@ func TestThresholdsMovedAfterEviction(t *testing.T) {
 	}
 	if got := strings.Join(o.calls, ","); got != "evict,update" {
 		t.Fatalf("calls %s, want evict,update", got)
+	}
+}
+
+// countingObserver counts the agent's questions.
+type countingObserver struct {
+	Observer
+	observes, lists int
+}
+
+func (c *countingObserver) Observe(ctx context.Context) Observation {
+	c.observes++
+	return c.Observer.Observe(ctx)
+}
+
+func (c *countingObserver) Pods(ctx context.Context) ([]*v1.Pod, error) {
+	c.lists++
+	return c.Observer.Pods(ctx)
+}
+
+// The agent asks one question per synchronize, quiet or evicting, from a
+// timer or a wake-up: Observe once, and the pods it evicts are that
+// observation's. (Only Run's cleanup wait after an eviction lists the pods
+// alone, between synchronizes.)
+func TestOneObservePerSynchronize(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	w := newWorld(clock)
+	avail := 3 * gi
+	w.avail = func(time.Time) int64 { return avail }
+	obs := &countingObserver{Observer: sources{w, w}}
+	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
+		Observer: obs, Evictor: w, Clock: clock, Log: logTo(&bytes.Buffer{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a.Sync(ctx, Trigger{Reason: "timer", At: clock.Now()})
+	if obs.observes != 1 || obs.lists != 0 {
+		t.Fatalf("a quiet synchronize: %d observes, %d listings; want 1, 0", obs.observes, obs.lists)
+	}
+	avail = 0
+	clock.now = clock.now.Add(time.Second) // a fresh observation
+	rec := a.Sync(ctx, Trigger{Reason: "wake", Source: "test", At: clock.Now()})
+	if len(w.evicted) != 1 {
+		t.Fatalf("no eviction under hard pressure: %+v", rec.Decision)
+	}
+	if obs.observes != 2 {
+		t.Errorf("an evicting synchronize: %d observes in all, want 2", obs.observes)
+	}
+	if obs.lists != 0 {
+		t.Errorf("an evicting synchronize listed the pods %d more times, want 0", obs.lists)
 	}
 }

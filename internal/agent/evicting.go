@@ -135,7 +135,7 @@ func (a *Agent) resume(ctx context.Context) {
 		return
 	}
 	name := p.Pod.Namespace + "/" + p.Pod.Name
-	pods, err := a.cfg.Pods.Pods(ctx)
+	pods, err := a.cfg.Observer.Pods(ctx)
 	if err != nil {
 		a.log.Warn("cannot list the workloads to resume an interrupted eviction; deciding afresh", "pod", name, "err", err)
 		a.setPending(nil)

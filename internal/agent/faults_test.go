@@ -46,7 +46,7 @@ func TestBlindAgentIsUnhealthy(t *testing.T) {
 	m := NewMetrics()
 	var logs bytes.Buffer
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: fs, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&logs)})
+		Observer: sources{w, fs}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestStateFileFailureLoggedOnce(t *testing.T) {
 	var logs bytes.Buffer
 	m := NewMetrics()
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&logs), StateFile: filepath.Join(blocker, "state.json")})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&logs), StateFile: filepath.Join(blocker, "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

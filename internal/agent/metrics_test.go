@@ -51,7 +51,7 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 	w.avail = func(time.Time) int64 { return 500 * mi }
 	m := NewMetrics()
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi", "nodefs.inodesFree": "5%", "pid.available": "10%"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestMetricsExistFromTheStart(t *testing.T) {
 	w.avail = func(time.Time) int64 { return avail }
 	m := NewMetrics()
 	eng := engine(t, map[string]string{"memory.available": "1Gi", "nodefs.inodesFree": "5%"}, nil, nil, 0)
-	a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
+	a, err := New(Config{Engine: eng, Observer: sources{w, w}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestEvictionErrorsCounted(t *testing.T) {
 		w.avail = func(time.Time) int64 { return 512 * mi }
 		m := NewMetrics()
 		a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-			Stats: w, Pods: w, Evictor: failingEvictor{w}, Clock: clock, Metrics: m, DryRun: dry, Log: logTo(&bytes.Buffer{})})
+			Observer: sources{w, w}, Evictor: failingEvictor{w}, Clock: clock, Metrics: m, DryRun: dry, Log: logTo(&bytes.Buffer{})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -211,7 +211,7 @@ func TestStalledDecisionLogNeverBlocksTheLoop(t *testing.T) {
 	m := NewMetrics()
 	dl := NewDecisionLog(w)
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: wd, Pods: wd, Evictor: noEvict{wd}, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{}), DecisionLog: dl})
+		Observer: sources{wd, wd}, Evictor: noEvict{wd}, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{}), DecisionLog: dl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestStateWrittenOnlyWhenChanged(t *testing.T) {
 	avail := 4 * gi
 	w.avail = func(time.Time) int64 { return avail + int64(clock.Now().Sub(t0)/time.Second)%50*mi } // the amounts move
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, StateFile: sf, Log: logTo(&bytes.Buffer{})})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, StateFile: sf, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestHealthyWhileEvicting(t *testing.T) {
 	in := make(chan struct{})
 	var logs syncBuffer
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: blockingEvictor{w, in, release}, Clock: clock, Log: slogTo(&logs)})
+		Observer: sources{w, w}, Evictor: blockingEvictor{w, in, release}, Clock: clock, Log: slogTo(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestDecisionLogUnderSteadyPressure(t *testing.T) {
 	dl := NewDecisionLog(&buf)
 	seen := 0
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: noEvict{w}, Clock: clock, Log: logTo(&bytes.Buffer{}), DecisionLog: dl,
+		Observer: sources{w, w}, Evictor: noEvict{w}, Clock: clock, Log: logTo(&bytes.Buffer{}), DecisionLog: dl,
 		OnRecord: func(Record) { seen++ }})
 	if err != nil {
 		t.Fatal(err)
@@ -426,7 +426,7 @@ func TestDecisionLogHeartbeatOnly(t *testing.T) {
 	var buf syncBuffer
 	dl := NewDecisionLog(&buf)
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Log: logTo(&bytes.Buffer{}), DecisionLog: dl})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Log: logTo(&bytes.Buffer{}), DecisionLog: dl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestMetricsServerCapsConnections(t *testing.T) {
 	w.avail = func(time.Time) int64 { return 4 * gi }
 	m := NewMetrics()
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
-		Stats: w, Pods: w, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
+		Observer: sources{w, w}, Evictor: w, Clock: clock, Metrics: m, Log: logTo(&bytes.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func TestHardPreemptsSoft(t *testing.T) {
 		var logs syncBuffer
 		first := make(chan struct{})
 		var once sync.Once
-		a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker,
+		a, err := New(Config{Engine: eng, Observer: sources{w, w}, Evictor: w, Clock: clock, Waker: waker,
 			Log: slog.New(slog.NewTextHandler(&logs, nil)), StopTimeout: -1, OnRecord: func(Record) { once.Do(func() { close(first) }) }})
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +251,7 @@ func TestHardPreemptsSoftTerminatingPod(t *testing.T) {
 	eng := softThenHard(t, w.world, &hard, policy.Profile{HardPreemptsSoft: true})
 	waker := notify.NewWaker()
 	recs := make(chan Record, 64)
-	a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+	a, err := New(Config{Engine: eng, Observer: sources{w, w}, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
 		OnRecord: func(r Record) { recs <- r }})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestHardPreemptsSoftStop(t *testing.T) {
 			first := make(chan struct{})
 			var once sync.Once
 			state := filepath.Join(t.TempDir(), "state.json")
-			a, err := New(Config{Engine: eng, Stats: w, Pods: w, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+			a, err := New(Config{Engine: eng, Observer: sources{w, w}, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
 				StopTimeout: c.timeout, StateFile: state, OnRecord: func(Record) { once.Do(func() { close(first) }) }})
 			if err != nil {
 				t.Fatal(err)

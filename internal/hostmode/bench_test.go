@@ -53,11 +53,8 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := h.Pods.Pods(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := h.Stats.Summary(ctx); err != nil {
-			b.Fatal(err)
+		if o := h.Observer.Observe(ctx); o.PodsErr != nil || o.SummaryErr != nil {
+			b.Fatal(o.PodsErr, o.SummaryErr)
 		}
 	}
 }

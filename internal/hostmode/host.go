@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/protect"
 	"github.com/evictd/evictd/internal/workload"
 )
 
@@ -45,18 +46,7 @@ type Pods struct {
 	watch       *dirWatch // nil before the first call or without inotify
 	noWatch     bool      // inotify could not watch the root: list every time
 	cached      []workload.Workload
-	discoveries int                 // how often the root was listed (tests)
-	last        []workload.Workload // the active workloads of the last call
-	listed      bool
-}
-
-// Pods implements agent.PodSource.
-func (h *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
-	ws, err := h.Workloads()
-	if err != nil {
-		return nil, err
-	}
-	return workload.Pods(ws), nil
+	discoveries int // how often the root was listed (tests)
 }
 
 // Workloads lists the active workloads.
@@ -97,7 +87,6 @@ func (h *Pods) Workloads() ([]workload.Workload, error) {
 			out = append(out, w)
 		}
 	}
-	h.last, h.listed = out, true
 	return out, nil
 }
 
@@ -115,33 +104,18 @@ func (h *Pods) All() ([]workload.Workload, error) {
 	return workload.Discover(h.File, h.Root, h.SelfCgroup)
 }
 
-// lastActive returns the active workloads the last call found.
-func (h *Pods) lastActive() ([]workload.Workload, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last, h.listed
-}
-
-// Stats is host mode's StatsSource: the collector's Summary (the agent
-// configures it eviction-only) of the node and of the workloads the last
-// Pods call found active. The kubelet's eviction manager looks up stats only
-// for its active pods, so an empty cgroup's stats would never be used: not
+// Stats reads host mode's Summary: the collector's (the agent configures it
+// eviction-only) of the node and of the workloads of one listing
+// (Observer.Observe). The kubelet's eviction manager looks up stats only for
+// its active pods, so an empty cgroup's stats would never be used: not
 // reading them saves most of an idle host's synchronize.
 type Stats struct {
 	Collector *collect.Collector
-	Pods      *Pods
 	RootRel   string // the workload root relative to the hierarchy root, "/…"
 }
 
-// Summary implements agent.StatsSource.
-func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
-	ws, ok := s.Pods.lastActive()
-	if !ok {
-		var err error
-		if ws, err = s.Pods.Workloads(); err != nil {
-			return nil, err
-		}
-	}
+// SummaryOf reads the Summary of the node and of ws.
+func (s *Stats) SummaryOf(ctx context.Context, ws []workload.Workload) (*statsapi.Summary, error) {
 	cws := make([]collect.Workload, len(ws))
 	for i, w := range ws {
 		// As collect.DiscoverPlain names them: a direct child of the root.
@@ -149,6 +123,52 @@ func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	}
 	sort.Slice(cws, func(i, j int) bool { return cws[i].Cgroup < cws[j].Cgroup })
 	return s.Collector.SummaryOf(ctx, cws)
+}
+
+// Observer is host mode's agent.Observer: one listing of the active
+// workloads per synchronize (Pods.Workloads), their protection values kept
+// from it when memory QoS is on, and the Summary of the same listing. When
+// the listing fails, the Summary is the node's alone: with no pods the
+// engine ranks nobody, and the node's signals are still evaluated.
+type Observer struct {
+	Workloads *Pods
+	Stats     *Stats
+	Protector *protect.Protector // nil: memory QoS is off
+}
+
+// Observe implements agent.Observer.
+func (o *Observer) Observe(ctx context.Context) agent.Observation {
+	ws, perr := o.list()
+	sum, serr := o.Stats.SummaryOf(ctx, ws)
+	obs := agent.Observation{PodsErr: perr, Summary: sum, SummaryErr: serr,
+		Restat: func(ctx context.Context) (*statsapi.Summary, error) { return o.Stats.SummaryOf(ctx, ws) }}
+	if perr == nil {
+		obs.Pods = workload.Pods(ws)
+	}
+	return obs
+}
+
+// Pods implements agent.Observer.
+func (o *Observer) Pods(ctx context.Context) ([]*v1.Pod, error) {
+	ws, err := o.list()
+	if err != nil {
+		return nil, err
+	}
+	return workload.Pods(ws), nil
+}
+
+// list lists the active workloads; with memory QoS on, every listing (each
+// synchronize, and so the first one after the workloads file is reloaded)
+// also keeps their protection values.
+func (o *Observer) list() ([]workload.Workload, error) {
+	ws, err := o.Workloads.Workloads()
+	if err != nil {
+		return nil, err
+	}
+	if o.Protector != nil {
+		o.Protector.Apply(ws)
+	}
+	return ws, nil
 }
 
 // Close stops the watch on the workload root; later calls list the root

@@ -108,11 +108,17 @@ func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &Stats{Collector: col, Pods: hp, RootRel: sb.Parent.Rel}
-	got, err := hs.Summary(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	obs := &Observer{Workloads: hp, Stats: &Stats{Collector: col, RootRel: sb.Parent.Rel}}
+	o := obs.Observe(context.Background())
+	if o.PodsErr != nil || o.SummaryErr != nil {
+		t.Fatalf("observe: pods %v, stats %v", o.PodsErr, o.SummaryErr)
 	}
+	got := o.Summary
+	var listed []string
+	for _, p := range o.Pods {
+		listed = append(listed, p.Name)
+	}
+	slices.Sort(listed)
 	all, err := col.Summary(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -133,8 +139,8 @@ func TestHostPodsSeesChangesOnTheNextCall(t *testing.T) {
 			t.Errorf("pod %s: agent stats %+v / %d processes, full Summary %+v / %d", p.PodRef.Name, p.Memory, *p.ProcessStats.ProcessCount, f.Memory, *f.ProcessStats.ProcessCount)
 		}
 	}
-	if !slices.Equal(gotNames, []string{"b", "c", "idle"}) {
-		t.Errorf("agent stats for %v, want the active [b c idle]", gotNames)
+	if !slices.Equal(gotNames, []string{"b", "c", "idle"}) || !slices.Equal(listed, gotNames) {
+		t.Errorf("agent stats for %v, pods %v; want the active [b c idle] in both", gotNames, listed)
 	}
 
 	// After Close every call lists the root; results stay right.

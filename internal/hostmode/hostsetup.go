@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/actuate"
@@ -65,6 +64,7 @@ type Host struct {
 	Collector *collect.Collector
 	Pods      *Pods
 	Stats     *Stats
+	Observer  *Observer // the agent's: Pods and Stats, one listing per synchronize
 	Wakeups   *agent.Wakeups
 	Killer    *actuate.Killer
 	Protector *protect.Protector // nil without Options.MemoryQoS
@@ -157,7 +157,6 @@ func New(o Options) (*Host, error) {
 		rec = &HookReclaimer{Hooks: &actuate.Hooks{BySignal: o.Hooks, DryRun: o.DryRun, Log: o.Log}}
 	}
 	var prot *protect.Protector
-	var podSource agent.PodSource = pods
 	if o.MemoryQoS != nil {
 		s := *o.MemoryQoS
 		s.CgroupV2 = v2
@@ -165,9 +164,9 @@ func New(o Options) (*Host, error) {
 			wk.Close()
 			return nil, err
 		}
-		podSource = &protectedPods{Workloads: pods, Protector: prot}
 	}
-	stats := &Stats{Collector: wl, Pods: pods, RootRel: rootRel}
+	stats := &Stats{Collector: wl, RootRel: rootRel}
+	obs := &Observer{Workloads: pods, Stats: stats, Protector: prot}
 	memRec, hostMem := agent.ProfileEdges(o.Policy.Profile, memRoot, root, v2, o.DryRun, "")
 	if o.Policy.Profile.ReclaimFirst && !v2 {
 		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 host memory evictions happen as the kubelet's")
@@ -178,7 +177,7 @@ func New(o Options) (*Host, error) {
 		holder = nil
 	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: stats, Pods: podSource, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
+		Engine: eng, Observer: obs, Evictor: ev, Holder: holder, OOM: OOMCounter{Pods: pods}, Reclaimer: rec,
 		MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
@@ -189,25 +188,7 @@ func New(o Options) (*Host, error) {
 		return nil, err
 	}
 	wired = true
-	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2, lock: lock}, nil
-}
-
-// protectedPods is the agent's PodSource with memory QoS on: every listing
-// of the workloads (each synchronize, and so the first one after the
-// workloads file is reloaded) also keeps their protection values.
-type protectedPods struct {
-	Workloads *Pods
-	Protector *protect.Protector
-}
-
-// Pods implements agent.PodSource.
-func (p *protectedPods) Pods(ctx context.Context) ([]*v1.Pod, error) {
-	ws, err := p.Workloads.Workloads()
-	if err != nil {
-		return nil, err
-	}
-	p.Protector.Apply(ws)
-	return workload.Pods(ws), nil
+	return &Host{Agent: a, Collector: wl, Pods: pods, Stats: stats, Observer: obs, Wakeups: wk, Killer: k, Protector: prot, Root: root, V2: v2, lock: lock}, nil
 }
 
 // Run runs the loop until ctx is done, then stops the notifiers. What

@@ -50,7 +50,7 @@ func BenchmarkKubeSynchronize(b *testing.B) {
 		p.UID = types.UID(uid)
 		list = append(list, p)
 	}
-	s := &Stats{Pods: podList(list), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Stats{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if _, err := s.NewCollector(collect.Config{PodsCgroup: "/" + pods}); err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func BenchmarkKubeSynchronize(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		sum, err := s.Summary(ctx)
+		sum, err := s.SummaryOf(ctx, list)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -168,8 +168,8 @@ func New(ctx context.Context, o Options) (*Node, error) {
 			pods.Close()
 		}
 	}()
-	st.Pods, n.Pods, st.AllPods = pods, pods, pods.All
-	pods.Vanished = st.Vanished
+	n.Pods = pods
+	obs := NewObserver(pods, st)
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
@@ -232,7 +232,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.Log.Warn("profile reclaim-first: memory.reclaim is cgroup v2 only; on this cgroup v1 node memory evictions happen as the kubelet's")
 	}
 	a, err := agent.New(agent.Config{
-		Engine: eng, Stats: st, Pods: pods, Evictor: n.Evictor, Holder: holder, OOM: st, MemoryReclaimer: memRec, Host: hostMem,
+		Engine: eng, Observer: obs, Evictor: n.Evictor, Holder: holder, OOM: obs, MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
 		StopTimeout: o.StopTimeout,

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 
@@ -49,9 +48,9 @@ const SelfAnnotation = "evictd.io/self"
 
 const configSourceAnnotation = "kubernetes.io/config.source"
 
-// Pods is the agent's PodSource on a Kubernetes node: an informer on the
-// pods bound to this node only (field selector spec.nodeName), no
-// cluster-wide cache.
+// Pods is the pod source on a Kubernetes node, for the Observer: an
+// informer on the pods bound to this node only (field selector
+// spec.nodeName), no cluster-wide cache.
 type Pods struct {
 	Node string
 	Self Self
@@ -59,11 +58,6 @@ type Pods struct {
 	informer cache.SharedIndexInformer
 	stop     chan struct{}
 	stopOnce sync.Once
-
-	// Vanished, when set, names the pods among the active ones whose
-	// cgroup is gone from this node (Stats.Vanished): they are excluded
-	// as a pod killed locally is, until the informer no longer lists them.
-	Vanished func([]*v1.Pod) map[types.UID]bool
 
 	mu       sync.Mutex
 	excluded map[types.UID]bool // killed locally, or vanished; see Exclude
@@ -150,23 +144,11 @@ func (p *Pods) Close() { p.stopOnce.Do(func() { close(p.stop) }) }
 // Informer returns the pod informer (shadow mode watches it too).
 func (p *Pods) Informer() cache.SharedIndexInformer { return p.informer }
 
-// Pods implements agent.PodSource: the node's active pods from the cache,
-// sorted by namespace and name (the kubelet's order is its pod manager's,
-// which only matters for ties the ranking breaks by sort stability).
-func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) {
-	out := p.active()
-	if p.Vanished == nil {
-		return out, nil
-	}
-	gone := p.Vanished(out)
-	if len(gone) == 0 {
-		return out, nil
-	}
-	for uid := range gone {
-		p.Exclude(uid)
-	}
-	return slices.DeleteFunc(out, func(pod *v1.Pod) bool { return gone[pod.UID] }), nil
-}
+// Pods lists the node's active pods from the cache, sorted by namespace and
+// name (the kubelet's order is its pod manager's, which only matters for
+// ties the ranking breaks by sort stability). The agent's listing, with the
+// pods whose cgroup is gone left out, is Observer.Pods.
+func (p *Pods) Pods(ctx context.Context) ([]*v1.Pod, error) { return p.active(), nil }
 
 // active lists the informer's active pods less the excluded ones, sorted.
 func (p *Pods) active() []*v1.Pod {

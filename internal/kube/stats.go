@@ -17,11 +17,6 @@ import (
 	"github.com/evictd/evictd/internal/host"
 )
 
-// PodLister is what Stats needs of the pod source.
-type PodLister interface {
-	Pods(ctx context.Context) ([]*v1.Pod, error)
-}
-
 // DiskSource gives the disk part of the kubelet's Summary (node and image
 // filesystems, the pods' ephemeral storage with the containers' writable
 // layers, which only the runtime knows).
@@ -29,8 +24,8 @@ type DiskSource interface {
 	Summary(ctx context.Context) (*statsapi.Summary, error)
 }
 
-// Stats is the agent's StatsSource on a Kubernetes node. Memory and PIDs come
-// from evictd's own collector, fresh on every call: the pod cgroups under
+// Stats reads the Summary on a Kubernetes node, for the Observer. Memory and
+// PIDs come from evictd's own collector, fresh on every call: the pod cgroups under
 // kubepods (either cgroup driver, v1 or v2) matched to the informer's pods by
 // UID, named as the kubelet's Summary names them (the pod's namespace and
 // name, container names from its container statuses, no sandbox container).
@@ -51,12 +46,8 @@ type DiskSource interface {
 //     it as the kubelet ranks a pod its Summary does not cover.
 type Stats struct {
 	Collector *collect.Collector
-	Pods      PodLister
 	Disk      DiskSource // nil: disk thresholds are not evaluated
 	Log       *slog.Logger
-	// AllPods lists the informer's pods in any phase (OOMKills names the
-	// cgroups of pods that have just ended from it).
-	AllPods func() []*v1.Pod
 
 	mu       sync.Mutex
 	index    podIndexes        // replaced, never mutated, per call
@@ -161,12 +152,9 @@ func containerID(s string) string {
 	return s
 }
 
-// Summary implements agent.StatsSource.
-func (s *Stats) Summary(ctx context.Context) (*statsapi.Summary, error) {
-	pods, err := s.Pods.Pods(ctx)
-	if err != nil {
-		return nil, err
-	}
+// SummaryOf reads the Summary of pods, the active pods of one listing
+// (Observer.Observe): the pod cgroups they name, named after them.
+func (s *Stats) SummaryOf(ctx context.Context, pods []*v1.Pod) (*statsapi.Summary, error) {
 	idx := indexPods(pods)
 	ws, err := s.Collector.Workloads()
 	if err != nil {
@@ -293,7 +281,7 @@ func (s *Stats) PodDir(pod *v1.Pod) (string, bool) {
 	return s.PodCgroup(types.UID(cgroupUID(pod)))
 }
 
-// NodeOOMKills implements agent.OOMCounter: /proc/vmstat (the host's, in
+// NodeOOMKills is the OOMCounter's node count (Observer): /proc/vmstat (the host's, in
 // any PID namespace), whose kills outside the pods (a node daemon's) are
 // reported too.
 func (s *Stats) NodeOOMKills() (uint64, bool, error) {
@@ -301,19 +289,18 @@ func (s *Stats) NodeOOMKills() (uint64, bool, error) {
 	return n, true, err
 }
 
-// OOMKills implements agent.OOMCounter: every pod cgroup under kubepods,
-// named from the informer's pods (any phase) or, for a pod it no longer
-// has, by the UID in the cgroup's name.
-func (s *Stats) OOMKills() ([]agent.PodOOMKills, error) {
+// OOMKillsOf counts the OOM kills of every pod cgroup under kubepods,
+// named from all (the informer's pods in any phase, so that a pod that has
+// just ended is named) or, for a pod all does not have, by the UID in the
+// cgroup's name.
+func (s *Stats) OOMKillsOf(all []*v1.Pod) ([]agent.PodOOMKills, error) {
 	ws, err := s.Collector.Workloads()
 	if err != nil {
 		return nil, err
 	}
-	byUID := map[string]*v1.Pod{}
-	if s.AllPods != nil {
-		for _, p := range s.AllPods() {
-			byUID[cgroupUID(p)] = p
-		}
+	byUID := make(map[string]*v1.Pod, len(all))
+	for _, p := range all {
+		byUID[cgroupUID(p)] = p
 	}
 	root, version := s.Collector.MemoryRoot()
 	out := make([]agent.PodOOMKills, 0, len(ws))

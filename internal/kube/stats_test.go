@@ -43,10 +43,6 @@ const (
 	cidB     = "3333333333333333333333333333333333333333333333333333333333333333"
 )
 
-type podList []*v1.Pod
-
-func (l podList) Pods(context.Context) ([]*v1.Pod, error) { return l, nil }
-
 func runningPod(ns, name, uid string, containers map[string]string) *v1.Pod {
 	now := metav1.Now()
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)},
@@ -125,11 +121,12 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 	a := runningPod("ns1", "a", uidA, map[string]string{"main": cidMain, "side": cidSide})
 	c := runningPod("ns1", "c", uidC, map[string]string{"main": "4444"})
 	var logs bytes.Buffer
-	s := &Stats{Pods: podList{a, c}, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	listed := []*v1.Pod{a, c}
+	s := &Stats{Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	if _, err := s.NewCollector(collect.Config{NodeName: "node-a", PodsCgroup: podsRel}); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := s.Summary(context.Background())
+	sum, err := s.SummaryOf(context.Background(), listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +219,7 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 		t.Fatal(err)
 	}
 	s.Disk = ksum
-	sum, err = s.Summary(context.Background())
+	sum, err = s.SummaryOf(context.Background(), listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +232,7 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 	// The fetch runs in the background: a later Summary sees the failure.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if sum, err = s.Summary(context.Background()); err != nil {
+		if sum, err = s.SummaryOf(context.Background(), listed); err != nil {
 			t.Fatalf("kubelet down: %v; want no error", err)
 		}
 		if sum.Node.Fs == nil {
@@ -246,7 +243,7 @@ func testStats(t *testing.T, root string, v2 bool, driver string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, _ = s.Summary(context.Background())
+	_, _ = s.SummaryOf(context.Background(), listed)
 	out := logs.String()
 	if n := strings.Count(out, "disk thresholds"); n != 3 {
 		t.Errorf("%d disk-state log lines, want 3 (none, then evaluated, then not again):\n%s", n, out)
@@ -263,11 +260,12 @@ func TestRealStatsMirrorPodV1(t *testing.T) {
 	cgrouptest.StartHog(t, 4, cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods+"/burstable/pod"+hash+"/"+cidMain))
 	m := runningPod("kube-system", "etcd-node-a", uidA, map[string]string{"etcd": cidMain})
 	m.Annotations = map[string]string{"kubernetes.io/config.mirror": hash, "kubernetes.io/config.hash": hash, "kubernetes.io/config.source": "file"}
-	s := &Stats{Pods: podList{m}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	listed := []*v1.Pod{m}
+	s := &Stats{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if _, err := s.NewCollector(collect.Config{PodsCgroup: "/" + pods}); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := s.Summary(context.Background())
+	sum, err := s.SummaryOf(context.Background(), listed)
 	if err != nil {
 		t.Fatal(err)
 	}

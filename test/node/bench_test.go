@@ -797,7 +797,7 @@ func (e *benchEnv) waitNoMemoryPressure(b *testing.B) {
 const hostRounds = 50
 
 // hostSynchronize is the host benchmark's figure on this node now: the work
-// internal/kube's BenchmarkKubeSynchronize measures (kube.Stats' Summary
+// internal/kube's BenchmarkKubeSynchronize measures (kube.Stats.SummaryOf
 // from the pod cgroups under kubepods, named from the pods, and the
 // engine's Step on it, with the node kubelet's own thresholds as the
 // DaemonSet's, no disk source),
@@ -828,14 +828,14 @@ func (e *benchEnv) hostSynchronize(b *testing.B, rounds int) (time.Duration, int
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := &kube.Stats{Pods: podList(pods), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	st := &kube.Stats{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if _, err := st.NewCollector(collect.Config{KubeletRoot: e.c.KubeletRoot, PodLogsRoot: e.c.PodLogs}); err != nil {
 		b.Fatal(err)
 	}
 	ctx, now := context.Background(), time.Now()
 	start := now
 	for range rounds {
-		sum, err := st.Summary(ctx)
+		sum, err := st.SummaryOf(ctx, pods)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -844,11 +844,6 @@ func (e *benchEnv) hostSynchronize(b *testing.B, rounds int) (time.Duration, int
 	}
 	return time.Since(start) / time.Duration(rounds), rounds
 }
-
-// podList is a pod source that lists a fixed set of pods.
-type podList []*corev1.Pod
-
-func (l podList) Pods(context.Context) ([]*corev1.Pod, error) { return l, nil }
 
 // syncWindow scrapes evictd's metrics at the start and the end of window.
 func (e *benchEnv) syncWindow(b *testing.B, window time.Duration) nodebench.SyncWindow {
