@@ -541,7 +541,7 @@ func TestRealRunKubeOutputsAndSignals(t *testing.T) {
 	p.wait("evictd running in Kubernetes mode", 60*time.Second)
 	p.wait("writing the decision-log failed", 60*time.Second)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	p.wait("SIGHUP", 30*time.Second)
+	p.wait("SIGHUP handled", 30*time.Second)
 	waitHealthy(t, addr)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.waitExit(30 * time.Second); err != nil {

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
@@ -83,7 +78,8 @@ and the metrics address, and exits.
 One agent per workload root: a second one on the same root, or on a cgroup
 inside or around it, is refused with the first one's PID. SIGHUP reloads the
 workloads file (a file with an error is logged and the running one kept) and
-reopens the decision log. SIGINT and SIGTERM stop the agent cleanly; an
+reopens the decision log, in Kubernetes mode too; --config and the flags are
+read at start only (a change takes a restart), and the line logged says so. SIGINT and SIGTERM stop the agent cleanly; an
 eviction whose grace period runs then finishes within --stop-timeout, or the
 next start finishes it at its deadline (a stop never shortens a grace
 period).
@@ -206,11 +202,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	// stderr never stalls the loop (runLogger); klog's follow.
 	log, logw := runLogger(fs, stderr)
 	defer logw.Close(agent.DefaultFlushTimeout)
+	sh := runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+		log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
+		switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
+		wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}
 	if *kf.on {
-		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
-			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
-			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
+		return runKube(kf, sh, stdout, stderr)
 	}
 	if *kf.secureMetrics != "" || *kf.tlsCert != "" || *kf.tlsKey != "" {
 		return fail("--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes: the endpoint authenticates its clients with the API server")
@@ -269,7 +266,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		ws, _ := h.Pods.Workloads()
-		h.Wakeups.Close()
+		h.Close()
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s), profile %s\n",
 			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
 		for _, t := range h.Engine().Thresholds() {
@@ -277,47 +274,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitOK
 	}
-	// Until the reload is wired below, a SIGHUP must not end the agent.
-	signal.Ignore(syscall.SIGHUP)
-	reloads := agent.NewReloader(log)
-	dl, err := openDecisionLog(*decisionLog, outFlags, reloads)
+	l, err := startRun(sh, *metricsAddr != "")
 	if err != nil {
 		return fail("%v", err)
 	}
-	if dl != nil {
-		defer dl.Close()
-		opts.DecisionLog = dl
-	}
-	if *metricsAddr != "" {
-		opts.Metrics = agent.NewMetrics()
-		countDrops(logw, opts.Metrics)
-	}
+	defer l.Close()
+	opts.DecisionLog, opts.Metrics = l.DecisionLog, l.Metrics
 	h, err := hostmode.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if opts.Metrics != nil {
-		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h)
-		if err != nil {
-			h.Wakeups.Close()
-			return fail("--metrics-addr %s: %v", *metricsAddr, err)
-		}
-		defer srv.Close()
-	}
-	ctx, stop := runSignals()
-	defer stop()
 	if *workloadsPath != "" {
-		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
+		l.Reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
 	}
-	defer reloadOnSIGHUP(reloads)()
-	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
+	if err := l.run(h, *metricsAddr, "evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
 		"thresholds", thresholdTexts(cfg.Thresholds), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
-		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String())
-	start := time.Now()
-	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String()); err != nil {
 		return fail("%v", err)
 	}
-	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return cli.ExitOK
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,7 +146,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
 		return cli.ExitError
 	}
-	log, logw := sh.log, sh.logw
+	log := sh.log
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
@@ -182,9 +181,9 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile
 	}
-	ctx, stop := runSignals()
-	defer stop()
 	if sh.check {
+		ctx, stop := runSignals()
+		defer stop()
 		n, err := kube.New(ctx, o)
 		if err != nil {
 			return fail("%v", err)
@@ -203,32 +202,15 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitOK
 	}
-	// A SIGHUP must not end the agent: it reopens the decision log.
-	reloads := agent.NewReloader(log)
-	defer reloadOnSIGHUP(reloads)()
-	dl, err := openDecisionLog(sh.decisionLog, sh.outputs, reloads)
+	l, err := startRun(sh, sh.metricsAddr != "" || *kf.secureMetrics != "")
 	if err != nil {
 		return fail("%v", err)
 	}
-	if dl != nil {
-		defer dl.Close()
-		o.DecisionLog = dl
-	}
-	if sh.metricsAddr != "" || *kf.secureMetrics != "" {
-		o.Metrics = agent.NewMetrics()
-		countDrops(logw, o.Metrics)
-	}
-	n, err := kube.New(ctx, o)
+	defer l.Close()
+	o.DecisionLog, o.Metrics = l.DecisionLog, l.Metrics
+	n, err := kube.New(l.Ctx, o)
 	if err != nil {
 		return fail("%v", err)
-	}
-	if sh.metricsAddr != "" {
-		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n)
-		if err != nil {
-			n.Close()
-			return fail("--metrics-addr %s: %v", sh.metricsAddr, err)
-		}
-		defer srv.Close()
 	}
 	if *kf.secureMetrics != "" {
 		auth := &kube.MetricsAuth{Client: n.Evictor.Client, Path: "/metrics", Log: log}
@@ -239,16 +221,13 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 			n.Close()
 			return fail("--secure-metrics-addr %s: %v", *kf.secureMetrics, err)
 		}
-		defer srv.Close()
+		l.onClose(func() { srv.Close() })
 	}
-	log.Info("evictd running in Kubernetes mode", "node", o.Node, "pods_cgroup", n.Collector.PodsCgroup(),
+	if err := l.run(n, sh.metricsAddr, "evictd running in Kubernetes mode", "node", o.Node, "pods_cgroup", n.Collector.PodsCgroup(),
 		"thresholds", thresholdTexts(n.Engine().Thresholds()), "config", source, "wakeups", n.Wakeups.Active(),
-		"disk_stats", n.DiskStats, "dry_run", sh.dryRun, "shadow", *kf.shadow, "pdb_wait", *kf.pdbWait)
-	start := time.Now()
-	if err := n.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		"disk_stats", n.DiskStats, "dry_run", sh.dryRun, "shadow", *kf.shadow, "pdb_wait", *kf.pdbWait); err != nil {
 		return fail("%v", err)
 	}
-	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return cli.ExitOK
 }
 

@@ -222,5 +222,13 @@ func (h *Host) Run(ctx context.Context) error {
 	return h.Agent.Run(ctx)
 }
 
+// Close releases what New started (the notifiers, the workload root's
+// lock), for a Host that is not Run.
+func (h *Host) Close() {
+	h.Wakeups.Close()
+	h.Pods.Close()
+	h.lock.release()
+}
+
 // Sink lets callers inject a wake-up (the demo, tests).
 func (h *Host) Sink() notify.Sink { return h.Wakeups.Sink() }
