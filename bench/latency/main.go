@@ -560,8 +560,8 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
 		// Info: one line per state change, so a failed trial's error says
 		// what the agent saw and did.
-		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri,
+		Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Wakeups: agent.WakeupOptions{MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri},
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
 				select {

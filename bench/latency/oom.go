@@ -196,8 +196,8 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	recs := make(chan agent.Record, 16)
 	var logs lockedBuffer
 	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, NoGrowthStop: !c.Stop,
-		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On,
+		Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On},
 		OnRecord: func(r agent.Record) {
 			for _, a := range r.Actions {
 				if a.Kind == "evict" {

@@ -88,8 +88,7 @@ type runShared struct {
 	logw                                                       *agent.AsyncWriter // log's queue (nil in tests that pass no run logger)
 	dryRun, check, noGrowthStop                                bool
 	interval                                                   time.Duration
-	wakeups                                                    agent.WakeupConfig
-	switches                                                   agent.WakeupSwitches
+	wakeups                                                    agent.WakeupOptions
 	ev                                                         *load.EvictionFlags
 	outputs                                                    *outputFlags
 	profile                                                    policy.Profile
@@ -176,7 +175,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
 		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
 		NoGrowthStop: sh.noGrowthStop,
-		Switches:     sh.switches, StopTimeout: sh.outputs.stop(),
+		StopTimeout:  sh.outputs.stop(),
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile

@@ -71,7 +71,7 @@ func TestHostGrowthStop(t *testing.T) {
 		var logs bytes.Buffer
 		recs := make(chan agent.Record, 100)
 		h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), NoGrowthStop: false,
-			MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto, GoneTimeout: 10 * time.Second,
+			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}, GoneTimeout: 10 * time.Second,
 			OnRecord: func(r agent.Record) { recs <- r }})
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +173,7 @@ func maybeCrashAgent() {
 		panic(err)
 	}
 	h, err := New(Options{Policy: cfg, WorkloadRoot: root, StateFile: state,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+		Wakeups: agent.NoWakeups,
 		BeforeEvict: func(agent.Trigger, policy.Decision, agent.Action) {
 			// The stop is in force; wait for it to reach the holds file.
 			for {
@@ -235,7 +235,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := memoryOnly(t)
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, StateFile: state, Log: logTo(&logs),
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+		Wakeups: agent.NoWakeups})
 	if err != nil {
 		t.Fatal(err)
 	}

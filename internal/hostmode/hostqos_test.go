@@ -43,7 +43,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
 			opts := Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
-				MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
+				Wakeups: agent.NoWakeups}
 			if on {
 				opts.MemoryQoS = &s
 			}

@@ -45,10 +45,9 @@ type Options struct {
 	BeforeEvict  func(agent.Trigger, policy.Decision, agent.Action)
 	Clock        agent.Clock
 
-	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
-	PSIStall, PSIWindow                            time.Duration
-	FastPollMin, FastPollMax                       time.Duration
-	NotifierRefresh                                time.Duration
+	// Wakeups are the kernel wake-ups asked for, as in Kubernetes mode
+	// (the zero value: none, the timer alone).
+	Wakeups agent.WakeupOptions
 	// GoneTimeout bounds the wait for a killed workload to disappear.
 	GoneTimeout time.Duration
 	// StopTimeout: agent.Config.StopTimeout.
@@ -135,21 +134,18 @@ func New(o Options) (*Host, error) {
 	}
 	wc := agent.WakeupConfig{
 		MemoryRoot: memRoot, PodsCgroup: root, V2: v2,
-		RefreshInterval: o.NotifierRefresh,
-		PSIStall:        o.PSIStall, PSIWind: o.PSIWindow,
-		FastMin: o.FastPollMin, FastMax: o.FastPollMax,
 		ReadPodsMemory: func() (uint64, error) {
 			m, err := wl.ReadPodsCgroupMemory()
 			return m.WorkingSet, err
 		},
 		Log: o.Log,
 	}
-	agent.WakeupSwitches{MemcgNotification: o.MemcgNotification, PSI: o.PSI, MemoryEvents: o.MemoryEvents, FastPoll: o.FastPoll}.Apply(&wc, eng.Thresholds())
+	o.Wakeups.Apply(&wc, eng.Thresholds())
 	wk, err := agent.NewWakeups(wc)
 	if err != nil {
 		return nil, err
 	}
-	if o.MemcgNotification == agent.On && v2 {
+	if o.Wakeups.MemcgNotification == agent.On && v2 {
 		o.Log.Warn("memcg threshold notification asked for, but cgroup v2 has no cgroup.event_control (kubernetes#106331); using PSI, memory.events and the fast poll")
 	}
 	var rec agent.Reclaimer

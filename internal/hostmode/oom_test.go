@@ -55,7 +55,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	var logs bytes.Buffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), Metrics: m,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+		Wakeups: agent.NoWakeups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestHostEvictionOOMKilledByKernel(t *testing.T) {
 	var logs bytes.Buffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), Metrics: m, NoGrowthStop: true,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+		Wakeups: agent.NoWakeups})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func syncOnce(t *testing.T, sb *sandbox.Sandbox, cfg policy.Config, dryRun bool)
 	t.Helper()
 	var logs bytes.Buffer
 	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, DryRun: dryRun, Log: logTo(&logs),
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off, GoneTimeout: 10 * time.Second})
+		Wakeups: agent.NoWakeups, GoneTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

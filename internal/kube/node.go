@@ -51,12 +51,10 @@ type Options struct {
 	// kubelet kills it (agent.Config.Holder); by default its cgroup is held
 	// at its usage before the eviction is posted.
 	NoGrowthStop bool
-	// Wakeups: the tunables of the kernel wake-ups (stall, window, fast-poll
-	// bounds, refresh); Switches resolve which run for the detected cgroup
-	// version, as in host mode; the cgroup paths and the pods-memory reader
-	// are filled in here.
-	Wakeups     agent.WakeupConfig
-	Switches    agent.WakeupSwitches
+	// Wakeups are the kernel wake-ups asked for, as in host mode, resolved
+	// for the detected cgroup version; the cgroup paths and the pods-memory
+	// reader are filled in here.
+	Wakeups     agent.WakeupOptions
 	Interval    time.Duration
 	StateFile   string
 	DecisionLog *agent.DecisionLog
@@ -173,9 +171,8 @@ func New(ctx context.Context, o Options) (*Node, error) {
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
-	wc := o.Wakeups
-	wc.MemoryRoot, wc.PodsCgroup, wc.V2 = memRoot, filepath.Join(memRoot, col.PodsCgroup()), v2
-	o.Switches.Apply(&wc, eng.Thresholds())
+	wc := agent.WakeupConfig{MemoryRoot: memRoot, PodsCgroup: filepath.Join(memRoot, col.PodsCgroup()), V2: v2}
+	o.Wakeups.Apply(&wc, eng.Thresholds())
 	wc.ReadPodsMemory = func() (uint64, error) {
 		m, err := col.ReadPodsCgroupMemory()
 		return m.WorkingSet, err

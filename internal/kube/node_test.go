@@ -182,7 +182,7 @@ func (s *nodeSetup) options() Options {
 	return Options{
 		Rest: s.srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: s.self.UID}, Policy: s.cfg,
 		Collect: collect.Config{PodsCgroup: "/" + s.pods}, PDBWait: DefaultPDBWait,
-		Switches: agent.WakeupSwitches{MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off},
+		Wakeups:  agent.NoWakeups,
 		Interval: time.Second, Log: slog.New(slog.NewTextHandler(s.logs, nil)),
 	}
 }

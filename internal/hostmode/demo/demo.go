@@ -212,7 +212,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	recs := make(chan agent.Record, 64)
 	h, err := hostmode.New(hostmode.Options{
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: File(), Log: log,
-		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
+		Wakeups:     agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto},
 		GoneTimeout: 5 * time.Second, DecisionLog: o.DecisionLog,
 		BeforeEvict: func(trig agent.Trigger, d policy.Decision, act agent.Action) {
 			narrateDecision(n, trig, d, act)

@@ -496,7 +496,7 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 		Policy: cfg, WorkloadRoot: sb.Parent.Rel,
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		// The wake-ups evictd run has by default.
-		MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
+		Wakeups:     agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto},
 		GoneTimeout: 5 * time.Second,
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
