@@ -221,9 +221,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 
 	opts := hostmode.Options{
-		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
-		Hooks: hooks, Log: log, NoGrowthStop: !*stopGrowth,
-		Wakeups: sh.wakeups, StopTimeout: outFlags.stop(),
+		Options:      sh.options(cfg),
+		WorkloadRoot: *root, Workloads: wf, Hooks: hooks,
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile

@@ -94,6 +94,14 @@ type runShared struct {
 	profile                                                    policy.Profile
 }
 
+// options are the wiring's options both modes take alike, for the policy
+// cfg; the outputs are opened later (startRun), and the state file is set
+// only where the run changes something.
+func (sh runShared) options(cfg policy.Config) agent.Options {
+	return agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
+		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
+}
+
 // kubePolicyConfig reads the kubelet's configuration as the kubelet reads
 // it — its file, its drop-ins and the eviction flags of its command line
 // (kubeletconfig.ReadNode) — and lays evictd's eviction flags on top. The
@@ -169,13 +177,12 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
 	o := kube.Options{
-		Rest: rc, Node: *kf.node, Policy: pcfg,
+		Options: sh.options(pcfg),
+		Rest:    rc, Node: *kf.node,
 		Self:              kube.Self{UID: types.UID(os.Getenv("POD_UID")), Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
 		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
-		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
-		NoGrowthStop: sh.noGrowthStop,
-		StopTimeout:  sh.outputs.stop(),
+		Shadow: *kf.shadow,
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile

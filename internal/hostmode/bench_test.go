@@ -42,7 +42,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 			}
 		}
 	}
-	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, Wakeups: agent.NoWakeups})
+	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, Options: agent.Options{Wakeups: agent.NoWakeups}})
 	if err != nil {
 		b.Fatal(err)
 	}

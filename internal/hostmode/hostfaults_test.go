@@ -28,7 +28,7 @@ func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}}
+	return Options{Options: agent.Options{Policy: cfg, Log: logTo(logs), Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}}, WorkloadRoot: rootRel}
 }
 
 // stopHost ends a Host that never ran: Run with a done context closes its

@@ -25,33 +25,19 @@ import (
 // Options configure evictd on a host whose workloads are cgroups under
 // a workload root.
 type Options struct {
-	Policy policy.Config
+	// Options are what Kubernetes mode takes too (the policy, the wake-ups,
+	// the outputs, the stop).
+	agent.Options
 	// WorkloadRoot is relative to the memory hierarchy's root ("/workloads").
 	WorkloadRoot string
 	Workloads    *workload.File // nil: every cgroup is BestEffort priority 0
-	DryRun       bool
-	// NoGrowthStop leaves a hard eviction's victim growing until its kill,
-	// as the kubelet does (agent.Config.Holder); by default its growth is
-	// stopped at once.
-	NoGrowthStop bool
-	Interval     time.Duration
-	StateFile    string
-	DecisionLog  *agent.DecisionLog
-	Metrics      *agent.Metrics
 	Hooks        map[string][]actuate.Hook
 	HookTimeout  time.Duration
-	Log          *slog.Logger
 	OnRecord     func(agent.Record)
 	BeforeEvict  func(agent.Trigger, policy.Decision, agent.Action)
 	Clock        agent.Clock
-
-	// Wakeups are the kernel wake-ups asked for, as in Kubernetes mode
-	// (the zero value: none, the timer alone).
-	Wakeups agent.WakeupOptions
 	// GoneTimeout bounds the wait for a killed workload to disappear.
 	GoneTimeout time.Duration
-	// StopTimeout: agent.Config.StopTimeout.
-	StopTimeout time.Duration
 	// MemoryQoS, when set, makes evictd keep the kubelet's memory.min/low/
 	// high (cgroup v2) and oom_score_adj of every workload (internal/protect);
 	// its CgroupV2 is set from the hierarchy. nil: evictd leaves them alone.

@@ -31,7 +31,9 @@ type Options struct {
 	Client kubernetes.Interface // nil: built from Rest
 	Node   string
 	Self   Self
-	Policy policy.Config
+	// Options are what host mode takes too (the policy, the wake-ups, the
+	// outputs, the stop); their DryRun decides and records only.
+	agent.Options
 	// Collect is the collector's configuration (NodeName and the naming
 	// hooks are set here; PodsCgroup "" detects kubepods.slice or kubepods).
 	Collect collect.Config
@@ -44,24 +46,9 @@ type Options struct {
 	// evictd kills the pod's cgroup itself when it still runs (0:
 	// DefaultLocalDeadline; negative: never).
 	LocalDeadline time.Duration
-	// DryRun decides and records only. Shadow is DryRun that also compares
-	// with the kubelet's own evictions.
-	DryRun, Shadow bool
-	// NoGrowthStop leaves a hard eviction's victim growing until the
-	// kubelet kills it (agent.Config.Holder); by default its cgroup is held
-	// at its usage before the eviction is posted.
-	NoGrowthStop bool
-	// Wakeups are the kernel wake-ups asked for, as in host mode, resolved
-	// for the detected cgroup version; the cgroup paths and the pods-memory
-	// reader are filled in here.
-	Wakeups     agent.WakeupOptions
-	Interval    time.Duration
-	StateFile   string
-	DecisionLog *agent.DecisionLog
-	Metrics     *agent.Metrics
-	Log         *slog.Logger
-	// StopTimeout: agent.Config.StopTimeout.
-	StopTimeout time.Duration
+	// Shadow is DryRun that also compares with the kubelet's own
+	// evictions.
+	Shadow bool
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 	// RecordTimeout bounds each write of an Event or a DisruptionTarget
