@@ -159,15 +159,7 @@ func kubeNode(t *testing.T) (*kubetest.Server, string) {
 // what a SIGHUP does not reload, and the agent keeps running (it used to end
 // with exit 129) and stops cleanly on SIGTERM.
 func TestRealRunKubeSIGHUPReloads(t *testing.T) {
-	srv, pods := kubeNode(t)
-	srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	// Met on any node: the agent records a decision at once.
-	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard: {memory.available: 1Pi}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, pods, dir, cfg := kubeNodeUnderPressure(t)
 	dl := filepath.Join(dir, "decisions.jsonl")
 	addr := freePort(t)
 	p := startAgent(t, nil, nil, "run", "--kubernetes", "--dry-run", "--config", cfg, "--node-name", "node-a",
@@ -203,4 +195,21 @@ func TestRealRunKubeSIGHUPReloads(t *testing.T) {
 	if !strings.Contains(p.logs(), "evictd stopped") {
 		t.Errorf("no clean stop:\n%s", p.logs())
 	}
+}
+
+// kubeNodeUnderPressure is kubeNode with the running pod ns/a on node-a and
+// a kubelet configuration, in the returned directory, whose hard threshold
+// is met on any node (memory.available<1Pi): an agent decides, and
+// records, at once.
+func kubeNodeUnderPressure(t *testing.T) (srv *kubetest.Server, pods, dir, cfg string) {
+	t.Helper()
+	srv, pods = kubeNode(t)
+	srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
+	dir = t.TempDir()
+	cfg = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard: {memory.available: 1Pi}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, pods, dir, cfg
 }
