@@ -343,14 +343,7 @@ func writeExplainTable(w io.Writer, rep *explainReport) {
 		fmt.Fprintf(w, "  (%d containerfs threshold(s) copied from a missing source never fire)\n", never)
 	}
 
-	conds := "none"
-	if len(d.NodeConditions) > 0 {
-		cs := make([]string, len(d.NodeConditions))
-		for i, c := range d.NodeConditions {
-			cs[i] = string(c)
-		}
-		conds = strings.Join(cs, ", ")
-	}
+	conds := cli.JoinConditions(d.NodeConditions, ", ", "none")
 	fmt.Fprintf(w, "\nNode conditions: %s\n", conds)
 	switch {
 	case len(d.NodeConditions) == 0:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/evictd/evictd/internal/safetext"
 	"github.com/evictd/evictd/internal/scenario"
 )
@@ -143,18 +145,24 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// JoinConditions spells node conditions for a table or a line, none when
+// there are none.
+func JoinConditions(conds []v1.NodeConditionType, sep, none string) string {
+	if len(conds) == 0 {
+		return none
+	}
+	cs := make([]string, len(conds))
+	for i, c := range conds {
+		cs[i] = string(c)
+	}
+	return strings.Join(cs, sep)
+}
+
 func writeSimulateTable(w io.Writer, res *scenario.Result, verbose bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tCONDITIONS\tRECLAIM\tEVICTED\tGRACE")
 	for _, st := range res.Steps {
-		conds := "-"
-		if len(st.NodeConditions) > 0 {
-			cs := make([]string, len(st.NodeConditions))
-			for i, c := range st.NodeConditions {
-				cs[i] = string(c)
-			}
-			conds = strings.Join(cs, ",")
-		}
+		conds := JoinConditions(st.NodeConditions, ",", "-")
 		reclaim := "-"
 		if len(st.NodeReclaim) > 0 {
 			reclaim = strings.Join(st.NodeReclaim, ",")

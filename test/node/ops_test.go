@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/version"
 	"github.com/evictd/evictd/test/node"
 )
@@ -393,13 +394,7 @@ scrape_configs:
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		kubetest.Terminate(cmd.Process, done, 10*time.Second)
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())

@@ -236,6 +236,23 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// stopGrace is how long a server started here has to exit on SIGTERM
+// before it is killed: etcd and the apiserver shut down in well under a
+// second on a quiet machine, a few seconds on a loaded one.
+const stopGrace = 10 * time.Second
+
+// Terminate stops the process p, whose Wait closes done: SIGTERM, then
+// SIGKILL once grace has passed. It returns once p has been waited for.
+func Terminate(p *os.Process, done <-chan struct{}, grace time.Duration) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
+	}
+}
+
 // start runs a server with its output in dir/<name>.log, stopped (SIGTERM,
 // then SIGKILL after 10 s) when the test ends or when the returned function
 // is called; cleanups run last-in first-out, so the apiserver stops before
@@ -258,13 +275,7 @@ func start(t testing.TB, dir, name, path string, args ...string) (stop func()) {
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
+			Terminate(cmd.Process, done, stopGrace)
 			logf.Close()
 		})
 	}
