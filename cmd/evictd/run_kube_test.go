@@ -159,8 +159,8 @@ func kubeNode(t *testing.T) (*kubetest.Server, string) {
 // what a SIGHUP does not reload, and the agent keeps running (it used to end
 // with exit 129) and stops cleanly on SIGTERM.
 func TestRealRunKubeSIGHUPReloads(t *testing.T) {
-	srv, pods, dir, cfg := kubeNodeUnderPressure(t)
-	dl := filepath.Join(dir, "decisions.jsonl")
+	srv, pods, _, cfg := kubeNodeUnderPressure(t)
+	dl := filepath.Join(t.TempDir(), "decisions.jsonl")
 	addr := freePort(t)
 	p := startAgent(t, nil, nil, "run", "--kubernetes", "--dry-run", "--config", cfg, "--node-name", "node-a",
 		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/"+pods, "--kubelet-summary", "none",
