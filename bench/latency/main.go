@@ -557,11 +557,12 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 	}
 	recs := make(chan agent.Record, 16)
 	var logs lockedBuffer // the agent writes while a failing trial reads
-	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel,
-		// Info: one line per state change, so a failed trial's error says
-		// what the agent saw and did.
-		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri,
+	h, err := hostmode.New(hostmode.Options{WorkloadRoot: sb.Parent.Rel,
+		Options: agent.Options{Policy: cfg,
+			// Info: one line per state change, so a failed trial's error says
+			// what the agent saw and did.
+			Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Wakeups: agent.WakeupOptions{MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri}},
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
 				select {

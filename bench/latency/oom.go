@@ -195,9 +195,10 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	}
 	recs := make(chan agent.Record, 16)
 	var logs lockedBuffer
-	h, err := hostmode.New(hostmode.Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, NoGrowthStop: !c.Stop,
-		Log:               slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On,
+	h, err := hostmode.New(hostmode.Options{WorkloadRoot: sb.Parent.Rel,
+		Options: agent.Options{Policy: cfg, NoGrowthStop: !c.Stop,
+			Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On}},
 		OnRecord: func(r agent.Record) {
 			for _, a := range r.Actions {
 				if a.Kind == "evict" {

@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/cli"
@@ -514,20 +512,7 @@ func TestRealSelftestCleansUpOnSignals(t *testing.T) {
 // error, not a SIGPIPE that ends evictd (exit 141); SIGHUP does not end it
 // (exit 129) but reloads; SIGTERM stops it cleanly.
 func TestRealRunKubeOutputsAndSignals(t *testing.T) {
-	srv := kubetest.Start(t)
-	cgrouptest.RequireV1Memory(t)
-	pods := cgrouptest.UniqueName(t) + "/kubepods"
-	cgrouptest.Mkdirs(t, cgrouptest.V1Memory, pods)
-	srv.Namespace(t, "ns")
-	srv.Node(t, "node-a")
-	srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	// Met on any node: the agent decides (and records) at once.
-	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard: {memory.available: 1Pi}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, pods, dir, cfg := kubeNodeUnderPressure(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +526,7 @@ func TestRealRunKubeOutputsAndSignals(t *testing.T) {
 	p.wait("evictd running in Kubernetes mode", 60*time.Second)
 	p.wait("writing the decision-log failed", 60*time.Second)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	p.wait("SIGHUP", 30*time.Second)
+	p.wait("SIGHUP handled", 30*time.Second)
 	waitHealthy(t, addr)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.waitExit(30 * time.Second); err != nil {

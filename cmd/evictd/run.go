@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
@@ -16,7 +11,6 @@ import (
 	"github.com/evictd/evictd/internal/hostmode"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
-	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
 )
@@ -83,7 +77,8 @@ and the metrics address, and exits.
 One agent per workload root: a second one on the same root, or on a cgroup
 inside or around it, is refused with the first one's PID. SIGHUP reloads the
 workloads file (a file with an error is logged and the running one kept) and
-reopens the decision log. SIGINT and SIGTERM stop the agent cleanly; an
+reopens the decision log, in Kubernetes mode too; --config and the flags are
+read at start only (a change takes a restart), and the line logged says so. SIGINT and SIGTERM stop the agent cleanly; an
 eviction whose grace period runs then finishes within --stop-timeout, or the
 next start finishes it at its deadline (a stop never shortens a grace
 period).
@@ -138,15 +133,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	stateFile := fs.String("state-file", "/var/lib/evictd/state.json", `engine state (grace-period timers, conditions), kept across restarts; "" to disable`)
 	decisionLog := fs.String("decision-log", "/var/log/evictd/decisions.jsonl", `JSON-lines decision log; "-" for standard output, "" to disable`)
 	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz (plain HTTP, loopback by default); "" to disable`)
-	memcg := fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off")
-	psi := fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off")
-	events := fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off")
-	fastPoll := fs.String("fast-poll", "auto", "adaptive fast poll of the workload root's memory: auto (on with cgroup v2), on, off")
-	psiStall := fs.Duration("psi-stall", notify.DefaultPSIStall, "PSI trigger: stall time within the window")
-	psiWindow := fs.Duration("psi-window", notify.DefaultPSIWindow, "PSI trigger: window (a multiple of 2s, up to 10s)")
-	fastMin := fs.Duration("fast-poll-min", notify.DefaultFastPollMin, "fast poll: shortest interval (near a threshold)")
-	fastMax := fs.Duration("fast-poll-max", notify.DefaultFastPollMax, "fast poll: longest interval (far from any threshold)")
-	refresh := fs.Duration("notifier-refresh", notify.DefaultRefreshInterval, "rebuild the memcg threshold registration at most this often (the kubelet's 10s); one that fired early with the threshold not met is rebuilt at once")
+	wakeFlags := registerWakeupFlags(fs)
 	hooks := hookFlag{}
 	fs.Var(hooks, "reclaim-hook", "node-level reclaim command for a signal, SIGNAL=COMMAND (repeatable), run before evicting for disk signals, e.g. 'imagefs.available=crictl rmi --prune'")
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
@@ -168,28 +155,15 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
 	}
-	tris := map[string]*string{"--memcg-notification": memcg, "--psi": psi, "--memory-events": events, "--fast-poll": fastPoll}
-	parsed := map[string]agent.Tri{}
-	for name, v := range tris {
-		t, err := agent.ParseTri(*v)
-		if err != nil {
-			return fail("%s %v", name, err)
-		}
-		parsed[name] = t
-	}
-	if parsed["--psi"] != agent.Off {
-		if err := notify.ValidatePSI(*psiStall, *psiWindow); err != nil {
-			return fail("--psi-stall/--psi-window: %v", err)
-		}
-	}
-	if *fastMin <= 0 || *fastMax < *fastMin {
-		return fail("--fast-poll-min %s / --fast-poll-max %s: want 0 < min <= max", *fastMin, *fastMax)
+	wakeups, err := wakeFlags.options()
+	if err != nil {
+		return fail("%v", err)
 	}
 	if *interval < minInterval {
 		return fail("--interval %s: must be at least %s (the kubelet's period is 10s; kernel wake-ups, not the timer, make evictd fast)", *interval, minInterval)
 	}
-	if *hookTimeout <= 0 || *refresh < 0 || *psiStall < 0 {
-		return fail("--reclaim-timeout %s / --notifier-refresh %s / --psi-stall %s: want positive durations", *hookTimeout, *refresh, *psiStall)
+	if *hookTimeout <= 0 {
+		return fail("--reclaim-timeout %s: want a positive duration", *hookTimeout)
 	}
 	if err := outFlags.check(); err != nil {
 		return fail("%v", err)
@@ -206,11 +180,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	// stderr never stalls the loop (runLogger); klog's follow.
 	log, logw := runLogger(fs, stderr)
 	defer logw.Close(agent.DefaultFlushTimeout)
+	sh := runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
+		log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
+		wakeups: wakeups}
 	if *kf.on {
-		return runKube(kf, runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
-			log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
-			switches: agent.WakeupSwitches{MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"]},
-			wakeups:  agent.WakeupConfig{PSIStall: *psiStall, PSIWind: *psiWindow, FastMin: *fastMin, FastMax: *fastMax, RefreshInterval: *refresh}}, stdout, stderr)
+		return runKube(kf, sh, stdout, stderr)
 	}
 	if *kf.secureMetrics != "" || *kf.tlsCert != "" || *kf.tlsKey != "" {
 		return fail("--secure-metrics-addr, --tls-cert-file and --tls-private-key-file need --kubernetes: the endpoint authenticates its clients with the API server")
@@ -247,11 +221,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 
 	opts := hostmode.Options{
-		Policy: cfg, WorkloadRoot: *root, Workloads: wf, DryRun: *dryRun || *check, Interval: *interval,
-		Hooks: hooks, Log: log, NoGrowthStop: !*stopGrowth,
-		MemcgNotification: parsed["--memcg-notification"], PSI: parsed["--psi"], MemoryEvents: parsed["--memory-events"], FastPoll: parsed["--fast-poll"],
-		PSIStall: *psiStall, PSIWindow: *psiWindow, FastPollMin: *fastMin, FastPollMax: *fastMax, NotifierRefresh: *refresh,
-		StopTimeout: outFlags.stop(),
+		Options:      sh.options(cfg),
+		WorkloadRoot: *root, Workloads: wf, Hooks: hooks,
 	}
 	if !*dryRun && !*check {
 		opts.StateFile = *stateFile
@@ -269,7 +240,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		ws, _ := h.Pods.Workloads()
-		h.Wakeups.Close()
+		h.Close()
 		fmt.Fprintf(stdout, "configuration OK: %d threshold(s) from %s, workload root %s (cgroup v%d), %d active workload(s), profile %s\n",
 			len(h.Engine().Thresholds()), kc.Describe(), h.Root, map[bool]int{false: 1, true: 2}[h.V2], len(ws), cfg.Profile)
 		for _, t := range h.Engine().Thresholds() {
@@ -277,47 +248,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitOK
 	}
-	// Until the reload is wired below, a SIGHUP must not end the agent.
-	signal.Ignore(syscall.SIGHUP)
-	reloads := agent.NewReloader(log)
-	dl, err := openDecisionLog(*decisionLog, outFlags, reloads)
+	l, err := startRun(sh, *metricsAddr != "")
 	if err != nil {
 		return fail("%v", err)
 	}
-	if dl != nil {
-		defer dl.Close()
-		opts.DecisionLog = dl
-	}
-	if *metricsAddr != "" {
-		opts.Metrics = agent.NewMetrics()
-		countDrops(logw, opts.Metrics)
-	}
+	defer l.Close()
+	opts.DecisionLog, opts.Metrics = l.DecisionLog, l.Metrics
 	h, err := hostmode.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if opts.Metrics != nil {
-		srv, err := agent.Serve(*metricsAddr, opts.Metrics, h)
-		if err != nil {
-			h.Wakeups.Close()
-			return fail("--metrics-addr %s: %v", *metricsAddr, err)
-		}
-		defer srv.Close()
-	}
-	ctx, stop := runSignals()
-	defer stop()
 	if *workloadsPath != "" {
-		reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
+		l.Reloads.Add("workloads file "+*workloadsPath, h.Pods.ReloadWorkloadsFile(*workloadsPath))
 	}
-	defer reloadOnSIGHUP(reloads)()
-	log.Info("evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
+	if err := l.run(h, *metricsAddr, "evictd running", "workload_root", h.Root, "cgroup", map[bool]string{false: "v1", true: "v2"}[h.V2],
 		"thresholds", thresholdTexts(cfg.Thresholds), "wakeups", h.Wakeups.Active(), "dry_run", *dryRun,
-		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String())
-	start := time.Now()
-	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		"interval", *interval, "metrics", *metricsAddr, "profile", cfg.Profile.String()); err != nil {
 		return fail("%v", err)
 	}
-	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return cli.ExitOK
 }
 

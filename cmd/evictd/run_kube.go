@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -89,11 +88,18 @@ type runShared struct {
 	logw                                                       *agent.AsyncWriter // log's queue (nil in tests that pass no run logger)
 	dryRun, check, noGrowthStop                                bool
 	interval                                                   time.Duration
-	wakeups                                                    agent.WakeupConfig
-	switches                                                   agent.WakeupSwitches
+	wakeups                                                    agent.WakeupOptions
 	ev                                                         *load.EvictionFlags
 	outputs                                                    *outputFlags
 	profile                                                    policy.Profile
+}
+
+// options are the wiring's options both modes take alike, for the policy
+// cfg; the outputs are opened later (startRun), and the state file is set
+// only where the run changes something.
+func (sh runShared) options(cfg policy.Config) agent.Options {
+	return agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
+		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
 }
 
 // kubePolicyConfig reads the kubelet's configuration as the kubelet reads
@@ -147,7 +153,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
 		return cli.ExitError
 	}
-	log, logw := sh.log, sh.logw
+	log := sh.log
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
@@ -171,20 +177,19 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		log.Log(context.Background(), n.Level, n.Msg, n.Args...)
 	}
 	o := kube.Options{
-		Rest: rc, Node: *kf.node, Policy: pcfg,
+		Options: sh.options(pcfg),
+		Rest:    rc, Node: *kf.node,
 		Self:              kube.Self{UID: types.UID(os.Getenv("POD_UID")), Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
 		Collect:           collect.Config{PodsCgroup: *kf.podsCgroup},
 		KubeletSummaryURL: *kf.summary, KubeletCA: *kf.kubeletCA, PDBWait: *kf.pdbWait, LocalDeadline: *kf.localDeadline,
-		DryRun: sh.dryRun || sh.check, Shadow: *kf.shadow, Wakeups: sh.wakeups, Interval: sh.interval, Log: log,
-		NoGrowthStop: sh.noGrowthStop,
-		Switches:     sh.switches, StopTimeout: sh.outputs.stop(),
+		Shadow: *kf.shadow,
 	}
 	if !o.DryRun && !o.Shadow {
 		o.StateFile = sh.stateFile
 	}
-	ctx, stop := runSignals()
-	defer stop()
 	if sh.check {
+		ctx, stop := runSignals()
+		defer stop()
 		n, err := kube.New(ctx, o)
 		if err != nil {
 			return fail("%v", err)
@@ -203,32 +208,15 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitOK
 	}
-	// A SIGHUP must not end the agent: it reopens the decision log.
-	reloads := agent.NewReloader(log)
-	defer reloadOnSIGHUP(reloads)()
-	dl, err := openDecisionLog(sh.decisionLog, sh.outputs, reloads)
+	l, err := startRun(sh, sh.metricsAddr != "" || *kf.secureMetrics != "")
 	if err != nil {
 		return fail("%v", err)
 	}
-	if dl != nil {
-		defer dl.Close()
-		o.DecisionLog = dl
-	}
-	if sh.metricsAddr != "" || *kf.secureMetrics != "" {
-		o.Metrics = agent.NewMetrics()
-		countDrops(logw, o.Metrics)
-	}
-	n, err := kube.New(ctx, o)
+	defer l.Close()
+	o.DecisionLog, o.Metrics = l.DecisionLog, l.Metrics
+	n, err := kube.New(l.Ctx, o)
 	if err != nil {
 		return fail("%v", err)
-	}
-	if sh.metricsAddr != "" {
-		srv, err := agent.Serve(sh.metricsAddr, o.Metrics, n)
-		if err != nil {
-			n.Close()
-			return fail("--metrics-addr %s: %v", sh.metricsAddr, err)
-		}
-		defer srv.Close()
 	}
 	if *kf.secureMetrics != "" {
 		auth := &kube.MetricsAuth{Client: n.Evictor.Client, Path: "/metrics", Log: log}
@@ -239,16 +227,13 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 			n.Close()
 			return fail("--secure-metrics-addr %s: %v", *kf.secureMetrics, err)
 		}
-		defer srv.Close()
+		l.onClose(func() { srv.Close() })
 	}
-	log.Info("evictd running in Kubernetes mode", "node", o.Node, "pods_cgroup", n.Collector.PodsCgroup(),
+	if err := l.run(n, sh.metricsAddr, "evictd running in Kubernetes mode", "node", o.Node, "pods_cgroup", n.Collector.PodsCgroup(),
 		"thresholds", thresholdTexts(n.Engine().Thresholds()), "config", source, "wakeups", n.Wakeups.Active(),
-		"disk_stats", n.DiskStats, "dry_run", sh.dryRun, "shadow", *kf.shadow, "pdb_wait", *kf.pdbWait)
-	start := time.Now()
-	if err := n.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		"disk_stats", n.DiskStats, "dry_run", sh.dryRun, "shadow", *kf.shadow, "pdb_wait", *kf.pdbWait); err != nil {
 		return fail("%v", err)
 	}
-	log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return cli.ExitOK
 }
 

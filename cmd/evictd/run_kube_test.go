@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,4 +151,65 @@ func kubeNode(t *testing.T) (*kubetest.Server, string) {
 	srv.Namespace(t, "ns")
 	srv.Node(t, "node-a")
 	return srv, pods
+}
+
+// SIGHUP in Kubernetes mode (a real kube-apiserver; the apiserver tier)
+// does what it does in host mode and what its log line says: the decision
+// log, rotated away by hand, is reopened at its path, the line names it and
+// what a SIGHUP does not reload, and the agent keeps running (it used to end
+// with exit 129) and stops cleanly on SIGTERM.
+func TestRealRunKubeSIGHUPReloads(t *testing.T) {
+	srv, pods, _, cfg := kubeNodeUnderPressure(t)
+	dl := filepath.Join(t.TempDir(), "decisions.jsonl")
+	addr := freePort(t)
+	p := startAgent(t, nil, nil, "run", "--kubernetes", "--dry-run", "--config", cfg, "--node-name", "node-a",
+		"--kubeconfig", srv.Kubeconfig(t, "admin", kubetest.AdminToken), "--pods-cgroup", "/"+pods, "--kubelet-summary", "none",
+		"--decision-log", dl, "--metrics-addr", addr, "--state-file", "", "--psi", "off")
+	p.wait("evictd running in Kubernetes mode", 60*time.Second)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := os.Stat(dl); err == nil && st.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision in %s in 30 s:\n%s", dl, p.logs())
+		}
+	}
+	if err := os.Rename(dl, dl+".1"); err != nil { // a rotation by hand
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	line := p.wait("SIGHUP handled", 30*time.Second)
+	for _, want := range []string{"decision log " + dl + " (reopened)", "not_reloaded=", "--config"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the SIGHUP line lacks %q: %s", want, line)
+		}
+	}
+	if _, err := os.Stat(dl); err != nil {
+		t.Errorf("the decision log was not reopened at its path: %v", err)
+	}
+	waitHealthy(t, addr) // still running
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.waitExit(30 * time.Second); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.logs())
+	}
+	if !strings.Contains(p.logs(), "evictd stopped") {
+		t.Errorf("no clean stop:\n%s", p.logs())
+	}
+}
+
+// kubeNodeUnderPressure is kubeNode with the running pod ns/a on node-a and
+// a kubelet configuration, in the returned directory, whose hard threshold
+// is met on any node (memory.available<1Pi): an agent decides, and
+// records, at once.
+func kubeNodeUnderPressure(t *testing.T) (srv *kubetest.Server, pods, dir, cfg string) {
+	t.Helper()
+	srv, pods = kubeNode(t)
+	srv.RunningPod(t, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}, "node-a")
+	dir = t.TempDir()
+	cfg = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard: {memory.available: 1Pi}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, pods, dir, cfg
 }

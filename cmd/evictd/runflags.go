@@ -12,7 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spf13/pflag"
+
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/notify"
 )
 
 // minInterval bounds --interval from below: a synchronize reads the stats of
@@ -111,4 +114,54 @@ func checkListenAddr(flag, addr string, listen bool) error {
 		return fmt.Errorf("%s %q: %w", flag, addr, err)
 	}
 	return ln.Close()
+}
+
+// wakeupFlags are run's kernel wake-up flags, the same in both modes.
+type wakeupFlags struct {
+	memcg, psi, events, fastPoll          *string
+	psiStall, psiWindow, fastMin, fastMax *time.Duration
+	refresh                               *time.Duration
+}
+
+func registerWakeupFlags(fs *pflag.FlagSet) *wakeupFlags {
+	return &wakeupFlags{
+		memcg:     fs.String("memcg-notification", "auto", "cgroup v1 memcg threshold eventfd: auto (on with cgroup v1), on, off"),
+		psi:       fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off"),
+		events:    fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off"),
+		fastPoll:  fs.String("fast-poll", "auto", "adaptive fast poll of the workload root's memory: auto (on with cgroup v2), on, off"),
+		psiStall:  fs.Duration("psi-stall", notify.DefaultPSIStall, "PSI trigger: stall time within the window"),
+		psiWindow: fs.Duration("psi-window", notify.DefaultPSIWindow, "PSI trigger: window (a multiple of 2s, up to 10s)"),
+		fastMin:   fs.Duration("fast-poll-min", notify.DefaultFastPollMin, "fast poll: shortest interval (near a threshold)"),
+		fastMax:   fs.Duration("fast-poll-max", notify.DefaultFastPollMax, "fast poll: longest interval (far from any threshold)"),
+		refresh:   fs.Duration("notifier-refresh", notify.DefaultRefreshInterval, "rebuild the memcg threshold registration at most this often (the kubelet's 10s); one that fired early with the threshold not met is rebuilt at once"),
+	}
+}
+
+// options checks the flags and returns the wake-ups they ask for, for
+// either mode.
+func (f *wakeupFlags) options() (agent.WakeupOptions, error) {
+	o := agent.WakeupOptions{PSIStall: *f.psiStall, PSIWindow: *f.psiWindow, FastPollMin: *f.fastMin, FastPollMax: *f.fastMax, NotifierRefresh: *f.refresh}
+	for _, t := range []struct {
+		flag string
+		v    *string
+		to   *agent.Tri
+	}{{"--memcg-notification", f.memcg, &o.MemcgNotification}, {"--psi", f.psi, &o.PSI}, {"--memory-events", f.events, &o.MemoryEvents}, {"--fast-poll", f.fastPoll, &o.FastPoll}} {
+		v, err := agent.ParseTri(*t.v)
+		if err != nil {
+			return o, fmt.Errorf("%s %w", t.flag, err)
+		}
+		*t.to = v
+	}
+	if o.PSI != agent.Off {
+		if err := notify.ValidatePSI(o.PSIStall, o.PSIWindow); err != nil {
+			return o, fmt.Errorf("--psi-stall/--psi-window: %w", err)
+		}
+	}
+	if o.FastPollMin <= 0 || o.FastPollMax < o.FastPollMin {
+		return o, fmt.Errorf("--fast-poll-min %s / --fast-poll-max %s: want 0 < min <= max", o.FastPollMin, o.FastPollMax)
+	}
+	if o.NotifierRefresh < 0 || o.PSIStall < 0 {
+		return o, fmt.Errorf("--notifier-refresh %s / --psi-stall %s: want positive durations", o.NotifierRefresh, o.PSIStall)
+	}
+	return o, nil
 }

@@ -37,29 +37,43 @@ func ParseTri(s string) (Tri, error) {
 // to here.
 func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
 
-// WakeupSwitches are the wake-ups asked for (evictd run's
-// --memcg-notification, --psi, --memory-events and --fast-poll), each on,
-// off or auto. Every wiring resolves them the same way, with Apply.
-type WakeupSwitches struct {
+// WakeupOptions are the kernel wake-ups a run asks for, one type for both
+// wirings (host mode and Kubernetes mode), filled once from evictd run's
+// flags: --memcg-notification, --psi, --memory-events and --fast-poll, each
+// on, off or auto (the zero value is off), and their tunables --psi-stall,
+// --psi-window, --fast-poll-min, --fast-poll-max and --notifier-refresh (0
+// takes notify's default). Every wiring resolves them the same way, with
+// Apply.
+type WakeupOptions struct {
 	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
+	PSIStall, PSIWindow                            time.Duration
+	FastPollMin, FastPollMax                       time.Duration
+	NotifierRefresh                                time.Duration
 }
 
-// Apply sets cfg's switches for a node on cgroup v2 or v1 (cfg.V2) whose
-// engine has the given thresholds. Auto means memcg thresholds on v1, PSI,
-// memory.events and the fast poll on v2. Whatever was asked, memcg
-// thresholds need v1 (cgroup v2 has no cgroup.event_control), memory.events
-// needs v2, and memcg thresholds and the fast poll need a memory threshold
-// to watch.
-func (s WakeupSwitches) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
+// NoWakeups asks for the timer alone: every kernel wake-up off (tests and
+// benchmarks that measure the loop without them).
+var NoWakeups = WakeupOptions{MemcgNotification: Off, PSI: Off, MemoryEvents: Off, FastPoll: Off}
+
+// Apply sets cfg's switches and tunables for a node on cgroup v2 or v1
+// (cfg.V2) whose engine has the given thresholds. Auto means memcg
+// thresholds on v1, PSI, memory.events and the fast poll on v2. Whatever
+// was asked, memcg thresholds need v1 (cgroup v2 has no
+// cgroup.event_control), memory.events needs v2, and memcg thresholds and
+// the fast poll need a memory threshold to watch.
+func (o WakeupOptions) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
 	v2 := cfg.V2
 	hasMem := false
 	for _, t := range thresholds {
 		hasMem = hasMem || t.Signal == policy.SignalMemoryAvailable || t.Signal == policy.SignalAllocatableMemoryAvailable
 	}
-	cfg.MemcgThresholds = s.MemcgNotification.enabled(!v2) && hasMem && !v2
-	cfg.PSI = s.PSI.enabled(v2)
-	cfg.MemoryEvents = s.MemoryEvents.enabled(v2) && v2
-	cfg.FastPoll = s.FastPoll.enabled(v2) && hasMem
+	cfg.MemcgThresholds = o.MemcgNotification.enabled(!v2) && hasMem && !v2
+	cfg.PSI = o.PSI.enabled(v2)
+	cfg.MemoryEvents = o.MemoryEvents.enabled(v2) && v2
+	cfg.FastPoll = o.FastPoll.enabled(v2) && hasMem
+	cfg.PSIStall, cfg.PSIWind = o.PSIStall, o.PSIWindow
+	cfg.FastMin, cfg.FastMax = o.FastPollMin, o.FastPollMax
+	cfg.RefreshInterval = o.NotifierRefresh
 }
 
 // WakeupConfig says which kernel wake-ups to set up.

@@ -18,16 +18,16 @@ import (
 // auto is memcg thresholds on v1, PSI, memory.events and the fast poll on
 // v2; what the cgroup version or the thresholds cannot serve stays off
 // whatever was asked.
-func TestWakeupSwitchesApply(t *testing.T) {
+func TestWakeupOptionsApply(t *testing.T) {
 	mem := []policy.Threshold{{Signal: policy.SignalAllocatableMemoryAvailable}}
 	disk := []policy.Threshold{{Signal: policy.SignalNodeFsAvailable}}
-	auto := WakeupSwitches{Auto, Auto, Auto, Auto}
-	on := WakeupSwitches{On, On, On, On}
-	off := WakeupSwitches{Off, Off, Off, Off}
+	auto := WakeupOptions{MemcgNotification: Auto, PSI: Auto, MemoryEvents: Auto, FastPoll: Auto}
+	on := WakeupOptions{MemcgNotification: On, PSI: On, MemoryEvents: On, FastPoll: On}
+	off := NoWakeups
 	type want struct{ memcg, psi, events, fast bool }
 	for _, tc := range []struct {
 		name       string
-		s          WakeupSwitches
+		s          WakeupOptions
 		v2         bool
 		thresholds []policy.Threshold
 		want       want
@@ -45,6 +45,12 @@ func TestWakeupSwitchesApply(t *testing.T) {
 		if got := (want{cfg.MemcgThresholds, cfg.PSI, cfg.MemoryEvents, cfg.FastPoll}); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+	o := WakeupOptions{PSIStall: 1, PSIWindow: 2, FastPollMin: 3, FastPollMax: 4, NotifierRefresh: 5}
+	var cfg WakeupConfig
+	o.Apply(&cfg, mem)
+	if got := [5]time.Duration{cfg.PSIStall, cfg.PSIWind, cfg.FastMin, cfg.FastMax, cfg.RefreshInterval}; got != [5]time.Duration{1, 2, 3, 4, 5} {
+		t.Errorf("tunables: got %v, want [1 2 3 4 5]", got)
 	}
 }
 

@@ -42,7 +42,7 @@ func benchmarkHostObserve(b *testing.B, populated bool) {
 			}
 		}
 	}
-	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	h, err := New(Options{WorkloadRoot: sb.Parent.Rel, Options: agent.Options{Wakeups: agent.NoWakeups}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -70,8 +70,9 @@ func TestHostGrowthStop(t *testing.T) {
 		}
 		var logs bytes.Buffer
 		recs := make(chan agent.Record, 100)
-		h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), NoGrowthStop: false,
-			MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto, GoneTimeout: 10 * time.Second,
+		h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), NoGrowthStop: false,
+			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
+			WorkloadRoot: sb.Parent.Rel, GoneTimeout: 10 * time.Second,
 			OnRecord: func(r agent.Record) { recs <- r }})
 		if err != nil {
 			t.Fatal(err)
@@ -172,8 +173,7 @@ func maybeCrashAgent() {
 	if err != nil {
 		panic(err)
 	}
-	h, err := New(Options{Policy: cfg, WorkloadRoot: root, StateFile: state,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off,
+	h, err := New(Options{Options: agent.Options{Policy: cfg, StateFile: state, Wakeups: agent.NoWakeups}, WorkloadRoot: root,
 		BeforeEvict: func(agent.Trigger, policy.Decision, agent.Action) {
 			// The stop is in force; wait for it to reach the holds file.
 			for {
@@ -234,8 +234,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	cfg := memoryOnly(t)
-	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, StateFile: state, Log: logTo(&logs),
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	h, err := New(Options{Options: agent.Options{Policy: cfg, StateFile: state, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,9 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	recs := make(chan agent.Record, 100)
-	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&logs),
-		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto, GoneTimeout: 5 * time.Second,
+	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs),
+		Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
+		WorkloadRoot: sb.Parent.Rel, Workloads: wf, GoneTimeout: 5 * time.Second,
 		OnRecord: func(r agent.Record) { recs <- r }})
 	if err != nil {
 		t.Fatal(err)

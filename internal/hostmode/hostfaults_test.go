@@ -28,7 +28,7 @@ func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{Policy: cfg, WorkloadRoot: rootRel, Log: logTo(logs), MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
+	return Options{Options: agent.Options{Policy: cfg, Log: logTo(logs), Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}}, WorkloadRoot: rootRel}
 }
 
 // stopHost ends a Host that never ran: Run with a done context closes its
@@ -186,7 +186,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	o := hostOptions(t, root.Rel, &logs)
-	o.MemoryEvents = agent.On
+	o.Wakeups.MemoryEvents = agent.On
 	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
-			opts := Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: wf, Log: logTo(&bytes.Buffer{}),
-				MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off}
+			opts := Options{Options: agent.Options{Policy: cfg, Log: logTo(&bytes.Buffer{}), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel, Workloads: wf}
 			if on {
 				opts.MemoryQoS = &s
 			}

@@ -24,34 +24,19 @@ import (
 // Options configure evictd on a host whose workloads are cgroups under
 // a workload root.
 type Options struct {
-	Policy policy.Config
+	// Options are what Kubernetes mode takes too (the policy, the wake-ups,
+	// the outputs, the stop).
+	agent.Options
 	// WorkloadRoot is relative to the memory hierarchy's root ("/workloads").
 	WorkloadRoot string
 	Workloads    *workload.File // nil: every cgroup is BestEffort priority 0
-	DryRun       bool
-	// NoGrowthStop leaves a hard eviction's victim growing until its kill,
-	// as the kubelet does (agent.Config.Holder); by default its growth is
-	// stopped at once.
-	NoGrowthStop bool
-	Interval     time.Duration
-	StateFile    string
-	DecisionLog  *agent.DecisionLog
-	Metrics      *agent.Metrics
 	Hooks        map[string][]actuate.Hook
 	HookTimeout  time.Duration
-	Log          *slog.Logger
 	OnRecord     func(agent.Record)
 	BeforeEvict  func(agent.Trigger, policy.Decision, agent.Action)
 	Clock        agent.Clock
-
-	MemcgNotification, PSI, MemoryEvents, FastPoll agent.Tri
-	PSIStall, PSIWindow                            time.Duration
-	FastPollMin, FastPollMax                       time.Duration
-	NotifierRefresh                                time.Duration
 	// GoneTimeout bounds the wait for a killed workload to disappear.
 	GoneTimeout time.Duration
-	// StopTimeout: agent.Config.StopTimeout.
-	StopTimeout time.Duration
 	// MemoryQoS, when set, makes evictd keep the kubelet's memory.min/low/
 	// high (cgroup v2) and oom_score_adj of every workload (internal/protect);
 	// its CgroupV2 is set from the hierarchy. nil: evictd leaves them alone.
@@ -135,21 +120,18 @@ func New(o Options) (*Host, error) {
 	}
 	wc := agent.WakeupConfig{
 		MemoryRoot: memRoot, PodsCgroup: root, V2: v2,
-		RefreshInterval: o.NotifierRefresh,
-		PSIStall:        o.PSIStall, PSIWind: o.PSIWindow,
-		FastMin: o.FastPollMin, FastMax: o.FastPollMax,
 		ReadPodsMemory: func() (uint64, error) {
 			m, err := wl.ReadPodsCgroupMemory()
 			return m.WorkingSet, err
 		},
 		Log: o.Log,
 	}
-	agent.WakeupSwitches{MemcgNotification: o.MemcgNotification, PSI: o.PSI, MemoryEvents: o.MemoryEvents, FastPoll: o.FastPoll}.Apply(&wc, eng.Thresholds())
+	o.Wakeups.Apply(&wc, eng.Thresholds())
 	wk, err := agent.NewWakeups(wc)
 	if err != nil {
 		return nil, err
 	}
-	if o.MemcgNotification == agent.On && v2 {
+	if o.Wakeups.MemcgNotification == agent.On && v2 {
 		o.Log.Warn("memcg threshold notification asked for, but cgroup v2 has no cgroup.event_control (kubernetes#106331); using PSI, memory.events and the fast poll")
 	}
 	var rec agent.Reclaimer
@@ -201,6 +183,14 @@ func (h *Host) Run(ctx context.Context) error {
 		h.Protector.Start()
 	}
 	return h.Agent.Run(ctx)
+}
+
+// Close releases what New started (the notifiers, the workload root's
+// lock), for a Host that is not Run.
+func (h *Host) Close() {
+	h.Wakeups.Close()
+	h.Pods.Close()
+	h.lock.release()
 }
 
 // Sink lets callers inject a wake-up (the demo, tests).

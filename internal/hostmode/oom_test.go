@@ -54,8 +54,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	cfg := memoryOnly(t)
 	var logs bytes.Buffer
 	m := agent.NewMetrics()
-	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), Metrics: m,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +101,7 @@ func TestHostEvictionOOMKilledByKernel(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	m := agent.NewMetrics()
-	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, Log: logTo(&logs), Metrics: m, NoGrowthStop: true,
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off})
+	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, NoGrowthStop: true, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {
 		t.Fatal(err)
 	}

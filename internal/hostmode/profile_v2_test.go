@@ -80,8 +80,8 @@ func waitFor(t *testing.T, guard time.Duration, what string, cond func() (bool, 
 func syncOnce(t *testing.T, sb *sandbox.Sandbox, cfg policy.Config, dryRun bool) agent.Record {
 	t.Helper()
 	var logs bytes.Buffer
-	h, err := New(Options{Policy: cfg, WorkloadRoot: sb.Parent.Rel, DryRun: dryRun, Log: logTo(&logs),
-		MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off, GoneTimeout: 10 * time.Second})
+	h, err := New(Options{Options: agent.Options{Policy: cfg, DryRun: dryRun, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel,
+		GoneTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,9 @@ type Options struct {
 	Client kubernetes.Interface // nil: built from Rest
 	Node   string
 	Self   Self
-	Policy policy.Config
+	// Options are what host mode takes too (the policy, the wake-ups, the
+	// outputs, the stop); their DryRun decides and records only.
+	agent.Options
 	// Collect is the collector's configuration (NodeName and the naming
 	// hooks are set here; PodsCgroup "" detects kubepods.slice or kubepods).
 	Collect collect.Config
@@ -44,26 +46,9 @@ type Options struct {
 	// evictd kills the pod's cgroup itself when it still runs (0:
 	// DefaultLocalDeadline; negative: never).
 	LocalDeadline time.Duration
-	// DryRun decides and records only. Shadow is DryRun that also compares
-	// with the kubelet's own evictions.
-	DryRun, Shadow bool
-	// NoGrowthStop leaves a hard eviction's victim growing until the
-	// kubelet kills it (agent.Config.Holder); by default its cgroup is held
-	// at its usage before the eviction is posted.
-	NoGrowthStop bool
-	// Wakeups: the tunables of the kernel wake-ups (stall, window, fast-poll
-	// bounds, refresh); Switches resolve which run for the detected cgroup
-	// version, as in host mode; the cgroup paths and the pods-memory reader
-	// are filled in here.
-	Wakeups     agent.WakeupConfig
-	Switches    agent.WakeupSwitches
-	Interval    time.Duration
-	StateFile   string
-	DecisionLog *agent.DecisionLog
-	Metrics     *agent.Metrics
-	Log         *slog.Logger
-	// StopTimeout: agent.Config.StopTimeout.
-	StopTimeout time.Duration
+	// Shadow is DryRun that also compares with the kubelet's own
+	// evictions.
+	Shadow bool
 	// PodsSyncTimeout bounds the informer's first list (0: 60 s).
 	PodsSyncTimeout time.Duration
 	// RecordTimeout bounds each write of an Event or a DisruptionTarget
@@ -173,9 +158,8 @@ func New(ctx context.Context, o Options) (*Node, error) {
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
-	wc := o.Wakeups
-	wc.MemoryRoot, wc.PodsCgroup, wc.V2 = memRoot, filepath.Join(memRoot, col.PodsCgroup()), v2
-	o.Switches.Apply(&wc, eng.Thresholds())
+	wc := agent.WakeupConfig{MemoryRoot: memRoot, PodsCgroup: filepath.Join(memRoot, col.PodsCgroup()), V2: v2}
+	o.Wakeups.Apply(&wc, eng.Thresholds())
 	wc.ReadPodsMemory = func() (uint64, error) {
 		m, err := col.ReadPodsCgroupMemory()
 		return m.WorkingSet, err

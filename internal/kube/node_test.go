@@ -180,10 +180,9 @@ func setupNode(t *testing.T) *nodeSetup {
 // ServiceAccount's token, a 1 s period and no kernel wake-ups.
 func (s *nodeSetup) options() Options {
 	return Options{
-		Rest: s.srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: s.self.UID}, Policy: s.cfg,
+		Rest: s.srv.ConfigFor(saToken), Node: "node-a", Self: Self{UID: s.self.UID},
+		Options: agent.Options{Policy: s.cfg, Wakeups: agent.NoWakeups, Interval: time.Second, Log: slog.New(slog.NewTextHandler(s.logs, nil))},
 		Collect: collect.Config{PodsCgroup: "/" + s.pods}, PDBWait: DefaultPDBWait,
-		Switches: agent.WakeupSwitches{MemcgNotification: agent.Off, PSI: agent.Off, MemoryEvents: agent.Off, FastPoll: agent.Off},
-		Interval: time.Second, Log: slog.New(slog.NewTextHandler(s.logs, nil)),
 	}
 }
 

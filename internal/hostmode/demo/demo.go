@@ -211,9 +211,9 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 
 	recs := make(chan agent.Record, 64)
 	h, err := hostmode.New(hostmode.Options{
-		Policy: cfg, WorkloadRoot: sb.Parent.Rel, Workloads: File(), Log: log,
-		MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
-		GoneTimeout: 5 * time.Second, DecisionLog: o.DecisionLog,
+		Options: agent.Options{Policy: cfg, Log: log, DecisionLog: o.DecisionLog,
+			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
+		WorkloadRoot: sb.Parent.Rel, Workloads: File(), GoneTimeout: 5 * time.Second,
 		BeforeEvict: func(trig agent.Trigger, d policy.Decision, act agent.Action) {
 			narrateDecision(n, trig, d, act)
 		},

@@ -493,11 +493,12 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	recs := make(chan agent.Record, 16)
 	var logs bytes.Buffer // the agent's log, for a failed trial's error: read once it has stopped
 	h, err := hostmode.New(hostmode.Options{
-		Policy: cfg, WorkloadRoot: sb.Parent.Rel,
-		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		// The wake-ups evictd run has by default.
-		MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto,
-		GoneTimeout: 5 * time.Second,
+		Options: agent.Options{Policy: cfg,
+			Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			// The wake-ups evictd run has by default.
+			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
+		WorkloadRoot: sb.Parent.Rel,
+		GoneTimeout:  5 * time.Second,
 		OnRecord: func(r agent.Record) {
 			if len(r.Decision.Evictions) > 0 {
 				select {
