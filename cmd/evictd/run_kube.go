@@ -195,7 +195,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		defer n.Close()
-		pods, _ := n.Pods.Pods(ctx)
+		pods, _ := n.Observer.Pods(ctx) // active, the vanished excluded, as a synchronize sees them
 		disk := n.DiskStats
 		if disk == "" {
 			disk = "off"

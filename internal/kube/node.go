@@ -61,6 +61,7 @@ type Node struct {
 	*agent.Agent
 	Pods      *Pods
 	Stats     *Stats
+	Observer  *Observer // the agent's pods and Summary, one listing each
 	Evictor   *Evictor
 	Wakeups   *agent.Wakeups
 	Shadow    *Shadow // nil unless shadow mode
@@ -155,6 +156,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}()
 	n.Pods = pods
 	obs := NewObserver(pods, st)
+	n.Observer = obs
 
 	memRoot, version := col.MemoryRoot()
 	v2 := version == 2
