@@ -241,7 +241,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 // its command line, the files it merged, the release it is.
 func writeKubeletFacts(w io.Writer, kc *kubeletconfig.Config, version string) {
 	if p := kc.Process; p != nil {
-		fmt.Fprintf(w, "  kubelet pid %d: --config %s, --config-dir %s, eviction flags %s\n", p.PID, dash(p.ConfigFile), dash(p.ConfigDir), dash(strings.Join(p.EvictionArgs, " ")))
+		fmt.Fprintf(w, "  kubelet pid %d: --config %s, --config-dir %s, eviction flags %s\n", p.PID, cli.Dash(p.ConfigFile), cli.Dash(p.ConfigDir), cli.Dash(strings.Join(p.EvictionArgs, " ")))
 	} else {
 		fmt.Fprintln(w, "  kubelet command line: not visible")
 	}
