@@ -15,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
+	"github.com/evictd/evictd/internal/kube"
 )
 
 const selftestKubeHelp = `
@@ -22,7 +23,7 @@ Kubernetes mode (--kubernetes): the same test, in a pod on a node of the
 cluster. evictd creates the pod of deploy/kubernetes/selftest/pod.yaml (the
 manifest 'kubectl apply -k' uses, built into evictd) pinned to --node-name,
 with --image, in --namespace, and --config naming the kubelet's
-configuration file ON THE NODE (default ` + defaultKubeletConfig + `). The
+configuration file ON THE NODE (default ` + kube.DefaultKubeletConfig + `). The
 other selftest flags (--rates, --trials, --max-psi, --json, the eviction
 flags) are passed to the pod. It streams the pod's log, exits with the
 pod's exit status (the codes above), and deletes the pod — also on Ctrl-C,
@@ -106,9 +107,9 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 		return cli.ExitError
 	}
 	if kubeletConfig == "" {
-		kubeletConfig = defaultKubeletConfig
+		kubeletConfig = kube.DefaultKubeletConfig
 	}
-	rc, err := restConfig(*k.kubeconfig)
+	rc, err := kube.RestConfig(*k.kubeconfig)
 	if err != nil {
 		return fail("%v", err)
 	}
