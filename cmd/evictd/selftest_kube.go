@@ -137,10 +137,11 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	}()
 
 	res, err := pod.Wait(ctx, asJSON, stdout, stderr)
+	stopped := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) // a signal or --timeout
 	switch {
-	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && sig.Err() != nil:
+	case stopped && sig.Err() != nil:
 		return fail("interrupted; deleting the pod (its selftest removes its sandboxes on SIGTERM)")
-	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case stopped:
 		return fail("no result after --timeout %s; deleting the pod", *k.timeout)
 	case err != nil:
 		return fail("%v", err)
