@@ -3,12 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/host"
@@ -31,40 +26,4 @@ func explainMeminfo(path string, live bool, procRoot string) (*policy.HostMemory
 		return agent.ProcMeminfo{ProcRoot: procRoot}.HostMemory(context.Background())
 	}
 	return nil, nil
-}
-
-// writeNodeMemory prints the node memory figures side by side, marking the
-// one the decision used.
-func writeNodeMemory(w io.Writer, nm *policy.NodeMemory) {
-	if nm == nil {
-		return
-	}
-	fig := func(q *resource.Quantity, none string) string {
-		if q == nil {
-			return none
-		}
-		return q.String()
-	}
-	base := "working set"
-	if strings.HasPrefix(nm.Used, "MemAvailable") {
-		base = "MemAvailable"
-	}
-	mark := func(name string) string {
-		if name == base {
-			return "\t<- decides"
-		}
-		return ""
-	}
-	fmt.Fprintln(w, "\nNode memory available")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  kubelet: capacity − working set\t%s%s\n", fig(nm.WorkingSetAvailable, "-"), mark("working set"))
-	fmt.Fprintf(tw, "  kernel: MemAvailable (/proc/meminfo)\t%s%s\n", fig(nm.MemAvailable, "not read (--live or --meminfo FILE)"), mark("MemAvailable"))
-	if nm.SwapAvailable != nil {
-		plus := ""
-		if strings.HasSuffix(nm.Used, "free swap") {
-			plus = "\t<- added (swap-aware)"
-		}
-		fmt.Fprintf(tw, "  free swap\t%s%s\n", nm.SwapAvailable.String(), plus)
-	}
-	tw.Flush()
 }

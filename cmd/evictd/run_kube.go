@@ -14,23 +14,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/kubeletconfig"
-	"github.com/evictd/evictd/internal/lint"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
 )
-
-// defaultKubeletConfig is where kubeadm and most distributions put the
-// kubelet's configuration file; Kubernetes mode reads it unless --config
-// names another.
-const defaultKubeletConfig = "/var/lib/kubelet/config.yaml"
 
 const runKubeHelp = `
 Kubernetes mode (--kubernetes): evictd runs beside the kubelet on every node
@@ -39,7 +31,7 @@ Kubernetes mode (--kubernetes): evictd runs beside the kubelet on every node
 the kubelet's grace period, DisruptionTarget condition, Event and message.
 The thresholds are the kubelet's own, read as the kubelet reads them
 (docs/kubelet-config.md): its config file (--config; default the kubelet's
-own --config where visible, else ` + defaultKubeletConfig + `), its drop-ins
+own --config where visible, else ` + kube.DefaultKubeletConfig + `), its drop-ins
 (--config-dir; default the kubelet's own where visible) and the eviction
 flags on its command line (from /proc), with evictd's eviction flags on top.
 A Node whose kubelet is not a v1.37 release is warned about. --shadow decides and records only,
@@ -102,52 +94,6 @@ func (sh runShared) options(cfg policy.Config) agent.Options {
 		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
 }
 
-// kubePolicyConfig reads the kubelet's configuration as the kubelet reads
-// it — its file, its drop-ins and the eviction flags of its command line
-// (kubeletconfig.ReadNode) — and lays evictd's eviction flags on top. The
-// notes are ReadNode's, to log once the other checks pass.
-func kubePolicyConfig(sh runShared, node string) (policy.Config, *kubeletconfig.Config, []kubeletconfig.Note, error) {
-	c, notes, err := kubeletconfig.ReadNode(kubeletconfig.NodeSource{File: sh.configPath, DropInDir: sh.configDir,
-		DefaultFile: defaultKubeletConfig, ProcRoot: "/proc", NodeName: node})
-	if err != nil {
-		return policy.Config{}, nil, nil, err
-	}
-	kubelet := c.Kubelet.DeepCopy()
-	if err := c.ApplyFlags(sh.ev, ""); err != nil {
-		return policy.Config{}, nil, nil, err
-	}
-	cfg, err := c.Policy()
-	if err != nil {
-		return policy.Config{}, nil, nil, err
-	}
-	// evictd's flags may lower a threshold below the kubelet's own: say so
-	// once at start (evictd lint --kubelet-config has the details).
-	if kcfg, err := policy.ConfigFromKubelet(kubelet); err == nil && len(sh.ev.Set()) > 0 {
-		for _, f := range lint.Coexistence(cfg.Thresholds, kcfg.Thresholds, c.Describe()) {
-			notes = append(notes, kubeletconfig.Note{Level: slog.LevelWarn, Msg: "the kubelet acts before evictd on this signal",
-				Args: []any{"kubelet_threshold", f.Value, "finding", f.Message, "fix", f.Fix}})
-		}
-	}
-	return cfg, c, notes, nil
-}
-
-// restConfig is how evictd reaches the API server, in 'run --kubernetes'
-// and 'selftest --kubernetes' alike: the kubeconfig file when one is
-// named, else the in-cluster ServiceAccount.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("API server configuration: %w (outside a pod, pass --kubeconfig)", err)
-	}
-	return rc, nil
-}
-
 func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd run --kubernetes: "+format+"\n", a...)
@@ -157,7 +103,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if *kf.node == "" {
 		return fail("the node name is empty: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
-	pcfg, kc, notes, err := kubePolicyConfig(sh, *kf.node)
+	pcfg, kc, notes, err := kube.PolicyConfig(*kf.node, sh.configPath, sh.configDir, sh.ev)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -169,7 +115,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 	if (*kf.tlsCert == "") != (*kf.tlsKey == "") {
 		return fail("--tls-cert-file and --tls-private-key-file go together")
 	}
-	rc, err := restConfig(*kf.kubeconfig)
+	rc, err := kube.RestConfig(*kf.kubeconfig)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -241,7 +187,7 @@ func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {
 // its command line, the files it merged, the release it is.
 func writeKubeletFacts(w io.Writer, kc *kubeletconfig.Config, version string) {
 	if p := kc.Process; p != nil {
-		fmt.Fprintf(w, "  kubelet pid %d: --config %s, --config-dir %s, eviction flags %s\n", p.PID, dash(p.ConfigFile), dash(p.ConfigDir), dash(strings.Join(p.EvictionArgs, " ")))
+		fmt.Fprintf(w, "  kubelet pid %d: --config %s, --config-dir %s, eviction flags %s\n", p.PID, cli.Dash(p.ConfigFile), cli.Dash(p.ConfigDir), cli.Dash(strings.Join(p.EvictionArgs, " ")))
 	} else {
 		fmt.Fprintln(w, "  kubelet command line: not visible")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
+	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 )
@@ -65,7 +66,7 @@ Example (as root):
 
 func runSelftest(args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("selftest", "[flags]", selftestHelp+selftestKubeHelp, stdout, stderr)
-	configPath := fs.String("config", "", "the node's KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply (with --kubernetes: its path on the node, default "+defaultKubeletConfig+")")
+	configPath := fs.String("config", "", "the node's KubeletConfiguration file (YAML or JSON); without it the kubelet's defaults apply (with --kubernetes: its path on the node, default "+kube.DefaultKubeletConfig+")")
 	rates := fs.String("rates", "100Mi,500Mi,2Gi", "comma-separated memory growth rates per second on the node's scale (each is scaled to the sandbox)")
 	trials := fs.Int("trials", 3, "trials per rate")
 	maxPSI := fs.Float64("max-psi", selftest.DefaultMaxPSISomeAvg10, "refuse to run when the host's memory PSI some avg10 is above this (percent)")

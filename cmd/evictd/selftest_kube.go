@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,14 +11,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
-	podmanifest "github.com/evictd/evictd/deploy/kubernetes/selftest"
 	"github.com/evictd/evictd/internal/cli"
+	"github.com/evictd/evictd/internal/hostmode/selftest"
+	"github.com/evictd/evictd/internal/kube"
 )
 
 const selftestKubeHelp = `
@@ -27,7 +23,7 @@ Kubernetes mode (--kubernetes): the same test, in a pod on a node of the
 cluster. evictd creates the pod of deploy/kubernetes/selftest/pod.yaml (the
 manifest 'kubectl apply -k' uses, built into evictd) pinned to --node-name,
 with --image, in --namespace, and --config naming the kubelet's
-configuration file ON THE NODE (default ` + defaultKubeletConfig + `). The
+configuration file ON THE NODE (default ` + kube.DefaultKubeletConfig + `). The
 other selftest flags (--rates, --trials, --max-psi, --json, the eviction
 flags) are passed to the pod. It streams the pod's log, exits with the
 pod's exit status (the codes above), and deletes the pod — also on Ctrl-C,
@@ -54,7 +50,7 @@ type selftestKubeFlags struct {
 var kubeOnlyFlags = map[string]bool{"kubernetes": true, "kubeconfig": true, "node-name": true, "namespace": true, "image": true, "timeout": true, "config": true}
 
 func registerSelftestKubeFlags(fs *pflag.FlagSet) *selftestKubeFlags {
-	ns, image := manifestDefaults()
+	ns, image := selftest.ManifestDefaults()
 	return &selftestKubeFlags{
 		on:         fs.Bool("kubernetes", false, "run the test in a pod on --node-name of a Kubernetes cluster (docs/selftest.md)"),
 		kubeconfig: fs.String("kubeconfig", "", `Kubernetes mode: kubeconfig file; "" uses the in-cluster ServiceAccount`),
@@ -63,22 +59,6 @@ func registerSelftestKubeFlags(fs *pflag.FlagSet) *selftestKubeFlags {
 		image:      fs.String("image", image, "Kubernetes mode: the evictd image the pod runs"),
 		timeout:    fs.Duration("timeout", 10*time.Minute, "Kubernetes mode: give up (and delete the pod) after this long"),
 	}
-}
-
-// manifestDefaults are the namespace and image kustomization.yaml gives
-// the pod, as kubectl apply -k does.
-func manifestDefaults() (namespace, image string) {
-	var k struct {
-		Namespace string `json:"namespace"`
-		Images    []struct {
-			Name, NewName, NewTag string
-		} `json:"images"`
-	}
-	// Embedded and checked by TestSelftestKubePod: it parses.
-	if err := yaml.Unmarshal(podmanifest.KustomizationYAML, &k); err != nil || len(k.Images) == 0 {
-		panic(fmt.Sprintf("deploy/kubernetes/selftest/kustomization.yaml: %v, %d images", err, len(k.Images)))
-	}
-	return k.Namespace, k.Images[0].NewName + ":" + k.Images[0].NewTag
 }
 
 // check reports a Kubernetes-mode flag given without --kubernetes, or
@@ -119,59 +99,17 @@ func podArgs(fs *pflag.FlagSet) []string {
 	return out
 }
 
-// selftestPod is pod.yaml's pod for one run: on node, in namespace, with
-// image, reading the kubelet configuration at kubeletConfig on the node,
-// with extra selftest arguments; named by the API server
-// (evictd-selftest-xxxxx) so that runs do not collide.
-func selftestPod(node, namespace, image, kubeletConfig string, extra []string) (*corev1.Pod, error) {
-	var p corev1.Pod
-	if err := yaml.UnmarshalStrict(podmanifest.PodYAML, &p); err != nil {
-		return nil, fmt.Errorf("deploy/kubernetes/selftest/pod.yaml: %w", err)
-	}
-	p.GenerateName, p.Name = p.Name+"-", ""
-	p.Namespace = namespace
-	p.Spec.NodeName = node
-	if len(p.Spec.Containers) != 1 {
-		return nil, fmt.Errorf("deploy/kubernetes/selftest/pod.yaml: %d containers, want 1", len(p.Spec.Containers))
-	}
-	c := &p.Spec.Containers[0]
-	c.Image = image
-	c.Args = append(c.Args, extra...)
-	found := false
-	for i, v := range p.Spec.Volumes {
-		if v.Name == "kubelet-config" && v.HostPath != nil {
-			p.Spec.Volumes[i].HostPath.Path = kubeletConfig
-			found = true
-		}
-	}
-	if !found {
-		return nil, errors.New("deploy/kubernetes/selftest/pod.yaml: no hostPath volume kubelet-config")
-	}
-	return &p, nil
-}
-
-// podPollInterval is how often the pod's status is read while it starts
-// and after its log ends: a run takes tens of seconds.
-const podPollInterval = 500 * time.Millisecond
-
-// podDeleteWait bounds the wait for the deleted pod to be gone: its 30 s
-// grace period, in which the selftest removes its sandboxes, and some.
-const podDeleteWait = 90 * time.Second
-
-// imageFailures are the container waiting reasons after which the pod will
-// not run without someone's help: waiting on is pointless.
-var imageFailures = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
-
+// runSelftestKube runs the self-test in a pod on the node (selftest.StartPod),
+// saying what it does on stderr, and exits with the pod's exit status.
 func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "evictd selftest --kubernetes: "+format+"\n", a...)
 		return cli.ExitError
 	}
 	if kubeletConfig == "" {
-		kubeletConfig = defaultKubeletConfig
+		kubeletConfig = kube.DefaultKubeletConfig
 	}
-	rc, err := restConfig(*k.kubeconfig)
+	rc, err := kube.RestConfig(*k.kubeconfig)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -179,199 +117,38 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	if err != nil {
 		return fail("%v", err)
 	}
-	p, err := selftestPod(*k.node, *k.ns, *k.image, kubeletConfig, extra)
-	if err != nil {
-		return fail("%v", err)
-	}
+	spec := selftest.PodSpec{Node: *k.node, Namespace: *k.ns, Image: *k.image, KubeletConfig: kubeletConfig, Args: extra}
 	sig, stop := cleanupContext()
 	defer stop()
 	ctx, cancel := context.WithTimeout(sig, *k.timeout)
 	defer cancel()
 
-	switch _, err := cs.CoreV1().Nodes().Get(ctx, *k.node, metav1.GetOptions{}); {
-	case apierrors.IsNotFound(err):
-		return fail("no node %q in the cluster (kubectl get nodes)", *k.node)
-	case apierrors.IsForbidden(err):
-		// Optional: without it a wrong name shows as a pod never started.
-	case err != nil:
-		return fail("reading node %q: %v", *k.node, err)
-	}
-	pods := cs.CoreV1().Pods(*k.ns)
-	created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+	pod, err := selftest.StartPod(ctx, cs, spec)
 	if err != nil {
-		return fail("creating the pod in namespace %s: %v%s", *k.ns, err, forbidden(err, "create pods"))
+		return fail("%v", err)
 	}
-	name := created.Name
-	fmt.Fprintf(stderr, "evictd selftest --kubernetes: pod %s/%s on node %s, image %s\n", *k.ns, name, *k.node, *k.image)
+	fmt.Fprintf(stderr, "evictd selftest --kubernetes: pod %s/%s on node %s, image %s\n", pod.Namespace, pod.Name, *k.node, *k.image)
 	defer func() {
-		// A fresh context: ctx may be why we are here.
-		dctx, dcancel := context.WithTimeout(context.Background(), podDeleteWait)
-		defer dcancel()
-		if err := deletePod(dctx, cs, *k.ns, name); err != nil {
-			fmt.Fprintf(stderr, "evictd selftest --kubernetes: deleting pod %s/%s: %v%s\n", *k.ns, name, err, forbidden(err, "delete pods"))
+		if err := pod.Delete(); err != nil {
+			fmt.Fprintf(stderr, "evictd selftest --kubernetes: deleting pod %s/%s: %v\n", pod.Namespace, pod.Name, err)
 			return
 		}
-		fmt.Fprintf(stderr, "evictd selftest --kubernetes: pod %s/%s deleted\n", *k.ns, name)
+		fmt.Fprintf(stderr, "evictd selftest --kubernetes: pod %s/%s deleted\n", pod.Namespace, pod.Name)
 	}()
 
-	interrupted := func() int {
-		if sig.Err() != nil {
-			return fail("interrupted; deleting the pod (its selftest removes its sandboxes on SIGTERM)")
-		}
+	res, err := pod.Wait(ctx, asJSON, stdout, stderr)
+	stopped := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) // a signal or --timeout
+	switch {
+	case stopped && sig.Err() != nil:
+		return fail("interrupted; deleting the pod (its selftest removes its sandboxes on SIGTERM)")
+	case stopped:
 		return fail("no result after --timeout %s; deleting the pod", *k.timeout)
+	case err != nil:
+		return fail("%v", err)
+	case res.ExitCode != cli.ExitOK && res.ExitCode != cli.ExitFindings && res.ExitCode != cli.ExitError:
+		// Not the selftest's own status: killed (137 is SIGKILL, e.g.
+		// the container's OOM kill).
+		return fail("pod %s: the container ended with exit code %d (%s)", pod.Name, res.ExitCode, res.Reason)
 	}
-	logged := false
-	for {
-		cur, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if ctx.Err() != nil {
-			return interrupted()
-		}
-		if err != nil {
-			return fail("reading pod %s: %v%s", name, err, forbidden(err, "get pods"))
-		}
-		if code, done, err := podOutcome(cur); err != nil {
-			return fail("pod %s: %v", name, err)
-		} else if done && logged {
-			if code != cli.ExitOK && code != cli.ExitFindings && code != cli.ExitError {
-				// Not the selftest's own status: killed (137 is
-				// SIGKILL, e.g. the container's OOM kill).
-				return fail("pod %s: the container ended with exit code %d (%s)", name, code, terminatedReason(cur))
-			}
-			return code
-		} else if started(cur) && !logged {
-			if err := streamLog(ctx, cs, *k.ns, name, asJSON, stdout, stderr); err != nil {
-				if ctx.Err() != nil {
-					return interrupted()
-				}
-				return fail("reading the log of pod %s: %v%s", name, err, forbidden(err, "get pods/log"))
-			}
-			logged = true
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return interrupted()
-		case <-time.After(podPollInterval):
-		}
-	}
-}
-
-// forbidden names the RBAC permission a Forbidden error lacks.
-func forbidden(err error, verbResource string) string {
-	if apierrors.IsForbidden(err) {
-		return fmt.Sprintf(" (RBAC: the caller needs %s in the namespace)", verbResource)
-	}
-	return ""
-}
-
-// started: the selftest container runs or ran, so it has a log.
-func started(p *corev1.Pod) bool {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.State.Running != nil || s.State.Terminated != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// terminatedReason is the kubelet's reason for the container's end
-// (OOMKilled, Error, …).
-func terminatedReason(p *corev1.Pod) string {
-	for _, s := range p.Status.ContainerStatuses {
-		if t := s.State.Terminated; t != nil {
-			return t.Reason
-		}
-	}
-	return ""
-}
-
-// podOutcome is the pod's exit status once its container ended (done), or
-// the error that keeps it from running: an image that cannot be pulled, no
-// room on the node, or a pod the kubelet rejected.
-func podOutcome(p *corev1.Pod) (code int, done bool, err error) {
-	for _, s := range p.Status.ContainerStatuses {
-		if t := s.State.Terminated; t != nil {
-			return int(t.ExitCode), true, nil
-		}
-		if w := s.State.Waiting; w != nil && imageFailures[w.Reason] {
-			return 0, false, fmt.Errorf("container %s: %s: %s (image %s; stopped waiting)", s.Name, w.Reason, w.Message, s.Image)
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return 0, false, fmt.Errorf("unschedulable: %s", c.Message)
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed {
-		return 0, false, fmt.Errorf("failed before its container ran: %s: %s", p.Status.Reason, p.Status.Message)
-	}
-	return 0, false, nil
-}
-
-// streamLog copies the pod's log until its container ends. The log has
-// the selftest's stdout and stderr in one stream; with --json copyLog
-// parts them again.
-func streamLog(ctx context.Context, cs kubernetes.Interface, ns, name string, asJSON bool, stdout, stderr io.Writer) error {
-	rc, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return copyLog(rc, asJSON, stdout, stderr)
-}
-
-// copyLog copies the selftest's log; with asJSON the report (from a line
-// "{" to a line "}", which the selftest writes at once at the end) goes to
-// stdout and every other line to stderr.
-func copyLog(r io.Reader, asJSON bool, stdout, stderr io.Writer) error {
-	if !asJSON {
-		_, err := io.Copy(stdout, r)
-		return err
-	}
-	br := bufio.NewReader(r)
-	inReport := false
-	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			w := stderr
-			if line == "{\n" {
-				inReport = true
-			}
-			if inReport {
-				w = stdout
-			}
-			if _, werr := io.WriteString(w, line); werr != nil {
-				return werr
-			}
-			if line == "}\n" {
-				inReport = false
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// deletePod deletes the pod and waits until it is gone: its selftest has
-// then removed its sandboxes.
-func deletePod(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
-	pods := cs.CoreV1().Pods(ns)
-	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	for {
-		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("still there after %s: %w", podDeleteWait, ctx.Err())
-		case <-time.After(podPollInterval):
-		}
-	}
+	return res.ExitCode
 }

@@ -135,6 +135,7 @@ var testWriteAllowed = map[string]string{
 	"cmd/evictd.TestDepaware":                           "cmd/evictd/depaware.txt, the agent's dependency list, rewritten with -update",
 	"internal/scenario.TestScenariosMatchKubelet":       "the scenarios' golden files under testdata/, rewritten with -update",
 	"internal/scenario.TestProfileScenarios":            "the profile scenarios' golden files under testdata/profile/, rewritten with -update",
+	"internal/explain.TestReportGoldens":                "explain's golden tables and JSON under testdata/, rewritten with -update",
 	"internal/collect.mkdirs":                           "a fixture tree under the t.TempDir() its callers pass",
 	"internal/collect.write":                            "a fixture file under the t.TempDir() its callers pass",
 	"internal/collect.TestSummaryFailsLoudlyOnBadFiles": "removes a pod of its fixture tree (in a t.TempDir(), made by a helper)",

@@ -85,3 +85,11 @@ func Wrap(s string, width int, indent string) string {
 	}
 	return b.String()
 }
+
+// Dash is s, or "-" for a value not given: a table's empty cell.
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -12,6 +12,9 @@
 // times the decision and the kill; the sandbox's OOM counters say whether the
 // kernel OOM killer struck. Everything a trial makes is removed before the
 // next one starts, also when the context is cancelled (Ctrl-C).
+//
+// On a Kubernetes node the same test runs in a pod (evictd selftest
+// --kubernetes): StartPod, PodRun.Wait and PodRun.Delete in pod.go.
 package selftest
 
 import (
