@@ -32,6 +32,7 @@ import (
 
 	"github.com/evictd/evictd/internal/agent"
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
+	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube"
 	"github.com/evictd/evictd/internal/kubeletconfig"
@@ -461,8 +462,15 @@ const maxAfter = 240000
 
 func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *sampler {
 	s := &sampler{done: make(chan struct{})}
-	memRoot, _ := col.MemoryRoot()
+	memRoot, version := col.MemoryRoot()
 	podsDir := memRoot + col.PodsCgroup()
+	// The usage after the crossing: one small read, the file of the node's
+	// cgroup version (the v1 file alone left v2's growth-stopped column
+	// empty).
+	readUsage := cgroupv1.ReadMemoryUsageInBytes
+	if version == 2 {
+		readUsage = cgroupv2.ReadMemoryCurrent
+	}
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(sampleEvery)
@@ -480,7 +488,7 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 			crossed := !s.crossed.IsZero()
 			s.mu.Unlock()
 			if crossed {
-				u, err := cgroupv1.ReadMemoryUsageInBytes(podsDir)
+				u, err := readUsage(podsDir)
 				s.mu.Lock()
 				if err == nil && len(s.after) < maxAfter {
 					s.after = append(s.after, usageAt{t, int64(u)})
