@@ -195,7 +195,7 @@ func printSelftest(w io.Writer, rep *selftest.Report, runErr error) {
 			res = "evictd lost"
 		}
 		fmt.Fprintf(tw, "  %s/s\t%s/s\t%.0fms\t%s\t%s\t%s\t%s\t%s\n", selftest.BytesText(t.NodeRate), selftest.BytesText(t.SandboxRate), t.BudgetMs,
-			msOrDash(t.DecisionMs), msOrDash(t.GoneMs), oom, orDashStr(t.Trigger), res)
+			selftest.MsText(t.DecisionMs), selftest.MsText(t.GoneMs), oom, cli.Dash(t.Trigger), res)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nPer rate (median / max over the trials with an eviction):")
@@ -205,7 +205,7 @@ func printSelftest(w io.Writer, rep *selftest.Report, runErr error) {
 	for _, r := range rep.Rates {
 		won += r.Won
 		fmt.Fprintf(tw, "  %s/s\t%s/s\t%.0fms\t%d/%d\t%d/%d\t%s / %s\t%s / %s\n", selftest.BytesText(r.NodeRate), selftest.BytesText(r.SandboxRate), r.BudgetMs,
-			r.Won, r.Trials, r.OOMFirst, r.Trials, msOrDash(r.DecisionMedianMs), msOrDash(r.DecisionMaxMs), msOrDash(r.GoneMedianMs), msOrDash(r.GoneMaxMs))
+			r.Won, r.Trials, r.OOMFirst, r.Trials, selftest.MsText(r.DecisionMedianMs), selftest.MsText(r.DecisionMaxMs), selftest.MsText(r.GoneMedianMs), selftest.MsText(r.GoneMaxMs))
 	}
 	tw.Flush()
 	switch {
@@ -218,18 +218,4 @@ func printSelftest(w io.Writer, rep *selftest.Report, runErr error) {
 	default:
 		fmt.Fprintf(w, "evictd won %d of %d trials.\n", won, len(rep.Trials))
 	}
-}
-
-func msOrDash(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1fms", *v)
-}
-
-func orDashStr(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -446,9 +446,9 @@ func (t Trial) Line() string {
 	case t.Error != "":
 		s += "FAILED: " + t.Error
 	case t.Won:
-		s += fmt.Sprintf("evictd won — decision %s, gone %s after the crossing (budget %.0fms)", msText(t.DecisionMs), msText(t.GoneMs), t.BudgetMs)
+		s += fmt.Sprintf("evictd won — decision %s, gone %s after the crossing (budget %.0fms)", MsText(t.DecisionMs), MsText(t.GoneMs), t.BudgetMs)
 	case t.OOM.Struck():
-		s += fmt.Sprintf("the kernel OOM killer struck (%d kill(s)); evictd's decision %s after the crossing", t.OOM.Kills, msText(t.DecisionMs))
+		s += fmt.Sprintf("the kernel OOM killer struck (%d kill(s)); evictd's decision %s after the crossing", t.OOM.Kills, MsText(t.DecisionMs))
 	default:
 		s += "no eviction"
 	}
@@ -664,7 +664,8 @@ func watch(ctx context.Context, memoryDir string, mode sandbox.Mode, at uint64, 
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func msText(v *float64) string {
+// MsText formats milliseconds with one decimal, "-" when there are none.
+func MsText(v *float64) string {
 	if v == nil {
 		return "-"
 	}
