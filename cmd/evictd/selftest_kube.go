@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/evictd/evictd/internal/kubeclient"
 
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
@@ -113,7 +113,7 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	if err != nil {
 		return fail("%v", err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeclient.New(rc)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -50,16 +50,10 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// installDeploy applies deploy/kubernetes/ as a user does and returns a
-// client with the ServiceAccount's identity.
-func installDeploy(t *testing.T, srv *kubetest.Server) kubernetes.Interface {
+// installDeploy applies deploy/kubernetes/ as a user does.
+func installDeploy(t *testing.T, srv *kubetest.Server) {
 	t.Helper()
 	srv.Kubectl(t, "apply", "-k", filepath.Join("..", "..", "deploy", "kubernetes"))
-	c, err := kubernetes.NewForConfig(srv.ConfigFor(saToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestRealClusterRole: the shipped ClusterRole allows every call evictd
