@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/evictd/evictd/internal/kubeclient"
-
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/fleet"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/load"
 )
 

@@ -11,11 +11,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/evictd/evictd/internal/kubeclient"
-
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
 	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 const selftestKubeHelp = `

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/policy"
 )
 

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // DefaultSummaryEvery is how often the kubelet's Summary is fetched for the

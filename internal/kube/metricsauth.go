@@ -20,11 +20,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // The metrics endpoint a Prometheus outside the node scrapes

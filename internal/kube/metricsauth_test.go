@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/internal/kube/kubetest"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // TestRealSecureMetrics: the metrics endpoint a Prometheus outside the node

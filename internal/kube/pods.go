@@ -16,11 +16,12 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // Self identifies evictd's own pod (from the downward API: POD_UID, or

@@ -8,13 +8,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/evictd/evictd/internal/kubeclient"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	podmanifest "github.com/evictd/evictd/deploy/kubernetes/selftest"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // The self-test in a pod ("evictd selftest --kubernetes"): the same test,
