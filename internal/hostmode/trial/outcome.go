@@ -66,6 +66,20 @@ const (
 	NoEviction
 )
 
+func (r Reason) String() string {
+	switch r {
+	case EndedBeforeCrossing:
+		return "ended before the crossing"
+	case NeverCrossed:
+		return "never crossed"
+	case ExitedByItself:
+		return "exited by itself"
+	case NoEviction:
+		return "no eviction"
+	}
+	return fmt.Sprintf("Reason(%d)", int(r))
+}
+
 // Failure is a trial that ended in none of the Kinds.
 type Failure struct {
 	Reason Reason

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,7 +183,9 @@ func TestOOMKilled(t *testing.T) {
 }
 
 // A hog that crashes (exit 3) with no eviction: before the crossing and
-// after it, each its own Failure, with how it ended.
+// after it, each its own Failure, with how it ended. The second hog
+// crashes only once Wait has the crossing (await: no race with the
+// watcher).
 func TestEndedByItself(t *testing.T) {
 	for _, c := range []struct {
 		script string
@@ -190,59 +193,102 @@ func TestEndedByItself(t *testing.T) {
 		text   string
 	}{
 		{"alloc 4Mi; crash", EndedBeforeCrossing, "the workload ended before it reached the threshold (exit status 3;"},
-		{"alloc 48Mi; sleep 200ms; crash", ExitedByItself, "the workload exited by itself (exit status 3;"},
+		{"alloc 48Mi; await GATE; crash", ExitedByItself, "the workload exited by itself (exit status 3;"},
 	} {
-		t.Run(c.script, func(t *testing.T) {
+		t.Run(c.want.String(), func(t *testing.T) {
 			tr, a := start(t, context.Background(), 128<<20, time.Minute, "1Mi", noWakeups)
 			cg, err := tr.Child("hog")
 			if err != nil {
 				t.Fatal(err)
 			}
 			a.Start()
-			h, err := tr.StartHog(c.script, cg)
+			gate := filepath.Join(t.TempDir(), "gate")
+			h, err := tr.StartHog(strings.ReplaceAll(c.script, "GATE", gate), cg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The working set: the usage counts the hog's binary too.
-			out, err := tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 32<<20), h, 100*time.Millisecond)
+			crossed := relay(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 32<<20), func() {
+				if err := os.WriteFile(gate, nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			})
+			out, err := tr.Wait(crossed, h, 100*time.Millisecond)
 			var f *Failure
 			if !errors.As(err, &f) || f.Reason != c.want || f.State.ExitCode() != 3 || !strings.HasPrefix(err.Error(), c.text) {
-				t.Fatalf("Wait = %+v, %v; want reason %d, exit 3, %q…", out, err, c.want, c.text)
+				t.Fatalf("Wait = %+v, %v; want reason %s, exit 3, %q…", out, err, c.want, c.text)
 			}
 			closeAndCheck(t, tr, h)
 		})
 	}
 }
 
-// The trial's timeout: before the crossing, NeverCrossed; after it with no
-// eviction, NoEviction naming the timeout.
-func TestTimeout(t *testing.T) {
+// relay hands on the crossing unbuffered, so that after runs once Wait
+// has taken it.
+func relay(crossed <-chan time.Time, after func()) <-chan time.Time {
+	out := make(chan time.Time)
+	go func() {
+		if at, ok := <-crossed; ok {
+			out <- at
+			after()
+		}
+	}()
+	return out
+}
+
+// The trial's end before the crossing is NeverCrossed (its timeout here);
+// after it with no eviction, NoEviction (its context cancelled here, once
+// Wait has the crossing).
+func TestNoCrossingNoEviction(t *testing.T) {
+	tr, a := start(t, context.Background(), 128<<20, 1500*time.Millisecond, "1Mi", noWakeups)
+	cg, err := tr.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	h, err := tr.StartHog("alloc 16Mi; hold", cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 1<<40), h, time.Second)
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != NeverCrossed || err.Error() != "the workload never reached the threshold" {
+		t.Fatalf("Wait = %v; want NeverCrossed", err)
+	}
+	closeAndCheck(t, tr, h)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, a = start(t, ctx, 128<<20, time.Minute, "1Mi", noWakeups)
+	if cg, err = tr.Child("hog"); err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	if h, err = tr.StartHog("alloc 16Mi; hold", cg); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.Wait(relay(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 8<<20), cancel), h, time.Second)
+	if !errors.As(err, &f) || f.Reason != NoEviction || f.Timeout != 0 || !strings.HasPrefix(err.Error(), "no eviction before the trial was cancelled; agent log: ") {
+		t.Fatalf("Wait = %v; want NoEviction, cancelled", err)
+	}
+	closeAndCheck(t, tr, h)
+}
+
+// The failures' texts, which evictd selftest prints and reports in its
+// JSON.
+func TestFailureText(t *testing.T) {
 	for _, c := range []struct {
-		at   uint64
-		want Reason
-		text string
+		f    Failure
+		want string
 	}{
-		{1 << 40, NeverCrossed, "the workload never reached the threshold"},
-		{8 << 20, NoEviction, "no eviction within 1.5s; agent log: "},
+		{Failure{Reason: NeverCrossed}, "the workload never reached the threshold"},
+		{Failure{Reason: NoEviction, Timeout: time.Minute, AgentLog: "L"}, "no eviction within 1m0s; agent log: L"},
+		{Failure{Reason: EndedBeforeCrossing, Said: "x", AgentLog: "L"}, `the workload ended before it reached the threshold (<nil>; no OOM kill, no eviction; it said "x"); agent log: L`},
+		{Failure{Reason: ExitedByItself, AgentLog: "L"}, `the workload exited by itself (<nil>; no OOM kill, no eviction; it said ""); agent log: L`},
 	} {
-		t.Run(c.text, func(t *testing.T) {
-			tr, a := start(t, context.Background(), 128<<20, 1500*time.Millisecond, "1Mi", noWakeups)
-			cg, err := tr.Child("hog")
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Start()
-			h, err := tr.StartHog("alloc 16Mi; hold", cg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, c.at), h, time.Second)
-			var f *Failure
-			if !errors.As(err, &f) || f.Reason != c.want || !strings.HasPrefix(err.Error(), c.text) {
-				t.Fatalf("Wait = %v; want reason %d, %q…", err, c.want, c.text)
-			}
-			closeAndCheck(t, tr, h)
-		})
+		if got := c.f.Error(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.f.Reason, got, c.want)
+		}
 	}
 }
 
@@ -265,9 +311,7 @@ func TestCloseOnCancelAndPanic(t *testing.T) {
 	}
 	crossed := tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 1<<40)
 	time.AfterFunc(300*time.Millisecond, cancel)
-	if ss := tr.Sample(Watch{Every: time.Millisecond}, nil, 0, time.Hour); len(ss) == 0 {
-		t.Errorf("the sampler read nothing before the cancel")
-	}
+	tr.Sample(Watch{Every: time.Millisecond}, nil, 0, time.Hour) // returns at the cancel
 	_, err = tr.Wait(crossed, h, time.Second)
 	var f *Failure
 	if !errors.As(err, &f) || f.Reason != NeverCrossed {
@@ -297,20 +341,28 @@ func TestCloseOnCancelAndPanic(t *testing.T) {
 	closeAndCheck(t, tr, h2)
 }
 
-// Sample reads the usage until the hog is gone and a little after: the
-// reads are in order, see the hog's 32Mi, and the last one is after its
-// exit.
+// Sample reads the usage until done closes (here: once the watcher has
+// seen the hog's 32Mi, which it holds) and a little after: the reads are
+// in order, the read that saw done is among them, so the 32Mi is too.
 func TestSample(t *testing.T) {
 	tr, _ := start(t, context.Background(), 128<<20, time.Minute, "1Mi", noWakeups)
 	c, err := tr.Child("hog")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := tr.StartHog("sleep 100ms; alloc 32Mi; sleep 300ms", c)
+	h, err := tr.StartHog("sleep 100ms; alloc 32Mi; hold", c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss := tr.Sample(Watch{Every: time.Millisecond}, h.Done(), 20*time.Millisecond, time.Minute)
+	done := make(chan struct{})
+	var closed time.Time
+	crossed := tr.Crossing(Watch{Measure: Usage, Every: time.Millisecond}, 32<<20)
+	go func() {
+		<-crossed
+		closed = time.Now()
+		close(done)
+	}()
+	ss := tr.Sample(Watch{Every: time.Millisecond}, done, 20*time.Millisecond, time.Minute)
 	if len(ss) == 0 {
 		t.Fatal("no samples")
 	}
@@ -324,8 +376,8 @@ func TestSample(t *testing.T) {
 	if peak < 32<<20 {
 		t.Errorf("peak %d bytes, below the hog's 32Mi", peak)
 	}
-	if last := ss[len(ss)-1].At; last.Before(h.ExitedAt()) {
-		t.Errorf("last sample at %v, before the hog's exit at %v", last, h.ExitedAt())
+	if last := ss[len(ss)-1].At; last.Before(closed) {
+		t.Errorf("last sample at %v, before done closed at %v", last, closed)
 	}
 	closeAndCheck(t, tr, h)
 }
