@@ -2,8 +2,6 @@ package trial
 
 import (
 	"context"
-	"errors"
-	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -182,7 +180,7 @@ func openReader(memoryDir string, mode sandbox.Mode, m Measure) (*reader, error)
 		r.path = filepath.Join(memoryDir, "memory.current")
 	}
 	var err error
-	if r.fd, err = openCounter(r.path); err != nil {
+	if r.fd, err = cgroup.OpenFd(r.path); err != nil {
 		return nil, err
 	}
 	if m == WorkingSet {
@@ -192,21 +190,6 @@ func openReader(memoryDir string, mode sandbox.Mode, m Measure) (*reader, error)
 		}
 	}
 	return r, nil
-}
-
-// openCounter opens the usage file read-only for preads; its value is read
-// through the cgroup readers (ReadMemoryUsageInBytesFd, ReadMemoryCurrentFd).
-func openCounter(path string) (int, error) {
-	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-		return fd, nil
-	}
 }
 
 // read returns the usage, or with a memory.stat the working set. Below at
