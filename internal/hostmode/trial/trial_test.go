@@ -63,6 +63,24 @@ func start(t *testing.T, ctx context.Context, limit int64, timeout time.Duration
 	return tr, a
 }
 
+// startHog makes the trial's child cgroup, starts the agent a (nil: none)
+// and a hog following script in the child.
+func startHog(t *testing.T, tr *Trial, a *Agent, script string) *Hog {
+	t.Helper()
+	c, err := tr.Child("hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != nil {
+		a.Start()
+	}
+	h, err := tr.StartHog(script, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // closeAndCheck closes tr and fails when any of its cgroups or a hog's
 // process is left.
 func closeAndCheck(t *testing.T, tr *Trial, hogs ...*Hog) {
@@ -101,15 +119,7 @@ func TestEvicted(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s fifo %v", w.Measure, w.FIFO), func(t *testing.T) {
 			tr, a := start(t, context.Background(), 128<<20, time.Minute, "64Mi", wakeups)
-			c, err := tr.Child("hog")
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Start()
-			h, err := tr.StartHog("sleep 300ms; alloc 32Mi; ramp 64Mi 128Mi; hold", c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := startHog(t, tr, a, "sleep 300ms; alloc 32Mi; ramp 64Mi 128Mi; hold")
 			w.FIFOFailed = func(err error) { t.Logf("no real-time priority here: %v", err) }
 			out, err := tr.Wait(tr.Crossing(w, 64<<20), h, 15*time.Second)
 			if err != nil {
@@ -140,15 +150,7 @@ func TestEvicted(t *testing.T) {
 // every time.
 func TestEvictedBeforeTheWatcherSaw(t *testing.T) {
 	tr, a := start(t, context.Background(), 128<<20, time.Minute, "64Mi", wakeups)
-	c, err := tr.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	h, err := tr.StartHog("sleep 300ms; ramp 96Mi 128Mi; hold", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := startHog(t, tr, a, "sleep 300ms; ramp 96Mi 128Mi; hold")
 	out, err := tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Hour}, 64<<20), h, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -163,15 +165,7 @@ func TestEvictedBeforeTheWatcherSaw(t *testing.T) {
 // woken: the kernel OOM killer, reported as OOMKilled with its count.
 func TestOOMKilled(t *testing.T) {
 	tr, a := start(t, context.Background(), 64<<20, time.Minute, "1Mi", noWakeups)
-	c, err := tr.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	h, err := tr.StartHog("sleep 300ms; alloc 256Mi; hold", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := startHog(t, tr, a, "sleep 300ms; alloc 256Mi; hold")
 	out, err := tr.Wait(tr.Crossing(Watch{Measure: Usage, Every: time.Millisecond}, 1<<40), h, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -197,16 +191,8 @@ func TestEndedByItself(t *testing.T) {
 	} {
 		t.Run(c.want.String(), func(t *testing.T) {
 			tr, a := start(t, context.Background(), 128<<20, time.Minute, "1Mi", noWakeups)
-			cg, err := tr.Child("hog")
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Start()
 			gate := filepath.Join(t.TempDir(), "gate")
-			h, err := tr.StartHog(strings.ReplaceAll(c.script, "GATE", gate), cg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := startHog(t, tr, a, strings.ReplaceAll(c.script, "GATE", gate))
 			// The working set: the usage counts the hog's binary too.
 			crossed := relay(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 32<<20), func() {
 				if err := os.WriteFile(gate, nil, 0o644); err != nil {
@@ -241,16 +227,8 @@ func relay(crossed <-chan time.Time, after func()) <-chan time.Time {
 // Wait has the crossing).
 func TestNoCrossingNoEviction(t *testing.T) {
 	tr, a := start(t, context.Background(), 128<<20, 1500*time.Millisecond, "1Mi", noWakeups)
-	cg, err := tr.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	h, err := tr.StartHog("alloc 16Mi; hold", cg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 1<<40), h, time.Second)
+	h := startHog(t, tr, a, "alloc 16Mi; hold")
+	_, err := tr.Wait(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 1<<40), h, time.Second)
 	var f *Failure
 	if !errors.As(err, &f) || f.Reason != NeverCrossed || err.Error() != "the workload never reached the threshold" {
 		t.Fatalf("Wait = %v; want NeverCrossed", err)
@@ -260,13 +238,7 @@ func TestNoCrossingNoEviction(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tr, a = start(t, ctx, 128<<20, time.Minute, "1Mi", noWakeups)
-	if cg, err = tr.Child("hog"); err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	if h, err = tr.StartHog("alloc 16Mi; hold", cg); err != nil {
-		t.Fatal(err)
-	}
+	h = startHog(t, tr, a, "alloc 16Mi; hold")
 	_, err = tr.Wait(relay(tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 8<<20), cancel), h, time.Second)
 	if !errors.As(err, &f) || f.Reason != NoEviction || f.Timeout != 0 || !strings.HasPrefix(err.Error(), "no eviction before the trial was cancelled; agent log: ") {
 		t.Fatalf("Wait = %v; want NoEviction, cancelled", err)
@@ -300,19 +272,11 @@ func TestFailureText(t *testing.T) {
 func TestCloseOnCancelAndPanic(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	tr, a := start(t, ctx, 128<<20, time.Minute, "1Mi", wakeups)
-	c, err := tr.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	h, err := tr.StartHog("alloc 16Mi; hold", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := startHog(t, tr, a, "alloc 16Mi; hold")
 	crossed := tr.Crossing(Watch{Measure: WorkingSet, Every: time.Millisecond}, 1<<40)
 	time.AfterFunc(300*time.Millisecond, cancel)
 	tr.Sample(Watch{Every: time.Millisecond}, nil, 0, time.Hour) // returns at the cancel
-	_, err = tr.Wait(crossed, h, time.Second)
+	_, err := tr.Wait(crossed, h, time.Second)
 	var f *Failure
 	if !errors.As(err, &f) || f.Reason != NeverCrossed {
 		t.Fatalf("Wait after cancel = %v, want NeverCrossed", err)
@@ -320,7 +284,7 @@ func TestCloseOnCancelAndPanic(t *testing.T) {
 	closeAndCheck(t, tr, h)
 
 	tr, _ = start(t, context.Background(), 128<<20, time.Minute, "1Mi", wakeups) // its agent never starts
-	c, err = tr.Child("hog")
+	c, err := tr.Child("hog")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,14 +310,7 @@ func TestCloseOnCancelAndPanic(t *testing.T) {
 // in order, the read that saw done is among them, so the 32Mi is too.
 func TestSample(t *testing.T) {
 	tr, _ := start(t, context.Background(), 128<<20, time.Minute, "1Mi", noWakeups)
-	c, err := tr.Child("hog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := tr.StartHog("sleep 100ms; alloc 32Mi; hold", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := startHog(t, tr, nil, "sleep 100ms; alloc 32Mi; hold")
 	done := make(chan struct{})
 	var closed time.Time
 	crossed := tr.Crossing(Watch{Measure: Usage, Every: time.Millisecond}, 32<<20)
