@@ -29,6 +29,7 @@ vm_packages=(
 	./internal/protect/        # memory QoS on real v2: protection of page cache, memory.high throttling, OOM order
 	./internal/hostmode/demo/@1536M # evictd demo on v2: its 768Mi sandbox needs a bigger guest
 	./internal/hostmode/selftest/ # evictd selftest on v2: trials, the OOM killer first, SIGINT cleanup, refusal
+	./internal/hostmode/trial/    # the trial harness on v2: memory.current and the v2 working set watched, eviction, OOM kill, cleanup
 )
 
 # A hard limit for the whole tier (the budget is 5 minutes; this only

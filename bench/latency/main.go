@@ -9,16 +9,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -28,11 +25,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/hostmode/trial"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -361,7 +358,7 @@ type trialer struct {
 	exe        string
 	mode       sandbox.Mode
 	watchEvery time.Duration
-	fifo       bool // watcher at real-time priority (see watch)
+	fifo       bool // watcher at real-time priority (trial.Watch.FIFO)
 	where      string
 }
 
@@ -528,16 +525,17 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 }
 
-// run is one trial: a sandbox of limitBytes, a hard threshold thr, a hog
-// with the script ramp after phase. oomFirst reports that the kernel OOM
-// killer fired before any eviction.
+// run is one trial (internal/hostmode/trial): a sandbox of limitBytes, a
+// hard threshold thr, a hog with the script ramp after phase. oomFirst
+// reports that the kernel OOM killer fired before any eviction.
 func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64, thr, ramp string, cross int64) (s sample, oomFirst bool, err error) {
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-bench-latency-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)), limitBytes)
+	tr, err := trial.New(context.Background(), trial.Options{Name: fmt.Sprintf("/evictd-bench-latency-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)),
+		Limit: limitBytes, Timeout: 30 * time.Second, Exe: t.exe})
 	if err != nil {
 		return sample{}, false, err
 	}
-	defer sb.Close()
-	c, err := sb.Child("hog")
+	defer tr.Close()
+	c, err := tr.Child("hog")
 	if err != nil {
 		return sample{}, false, err
 	}
@@ -555,131 +553,59 @@ func (t trialer) run(wakeups bool, phase time.Duration, i int, limitBytes int64,
 		// on stalls (reclaim near the limit), not on a ramp with headroom.
 		psi = agent.On
 	}
-	recs := make(chan agent.Record, 16)
-	var logs lockedBuffer // the agent writes while a failing trial reads
-	h, err := hostmode.New(hostmode.Options{WorkloadRoot: sb.Parent.Rel,
-		Options: agent.Options{Policy: cfg,
-			// Info: one line per state change, so a failed trial's error says
-			// what the agent saw and did.
-			Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-			Wakeups: agent.WakeupOptions{MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri}},
-		OnRecord: func(r agent.Record) {
-			if len(r.Decision.Evictions) > 0 {
-				select {
-				case recs <- r:
-				default:
-				}
-			}
-		}})
+	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{Options: agent.Options{Policy: cfg,
+		Wakeups: agent.WakeupOptions{MemcgNotification: tri, PSI: psi, MemoryEvents: tri, FastPoll: tri}}},
+		Keep: trial.EvictionDecided})
 	if err != nil {
 		return sample{}, false, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	agentDone := make(chan struct{})
-	go func() { h.Run(ctx); close(agentDone) }()
-	defer func() { cancel(); <-agentDone }()
-	cmd := hog.Command(t.exe, fmt.Sprintf("sleep %s; %s", phase, ramp), c.Dirs()...)
-	var hogErr lockedBuffer // what a hog that failed by itself said
-	cmd.Stderr = &hogErr
-	if err := cmd.Start(); err != nil {
+	a.Start()
+	h, err := tr.StartHog(fmt.Sprintf("sleep %s; %s", phase, ramp), c)
+	if err != nil {
 		return sample{}, false, err
 	}
-	hogDone := make(chan struct{})
-	go func() { cmd.Wait(); close(hogDone) }()
-	defer func() { cmd.Process.Kill(); <-hogDone }()
-	crossed := make(chan time.Time, 1)
-	go watch(ctx, sb, cross, t.watchEvery, t.fifo, crossed)
-	var crossT time.Time
-	early := false  // evictd's kill came before the watcher saw the crossing
-	dead := hogDone // nil once seen, so the loop waits for the record only
-	select {
-	case crossT = <-crossed:
-	case <-hogDone:
-		// Ended before the watcher saw the crossing: the kernel OOM
-		// killer (a steep ramp past the limit), or evictd's kill sent
-		// before the watcher's next read (its record says so: counted
-		// with the crossing at the wake-up, Early), or something no trial
-		// should see.
-		if o, _ := sb.OOM(); o.Kills > 0 {
-			return sample{}, true, nil
-		}
-		select {
-		case r := <-recs:
-			crossT, early = r.Trigger.At, true
-			recs <- r
-			dead = nil
-		case <-time.After(15 * time.Second):
-			return sample{}, false, fmt.Errorf("the hog ended before its usage reached the crossing point (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
-		}
-	case <-ctx.Done():
-		return sample{}, false, fmt.Errorf("the hog never crossed the threshold")
+	crossed := tr.Crossing(trial.Watch{Measure: trial.Usage, Every: t.watchEvery, FIFO: t.fifo, FIFOFailed: func(err error) {
+		fmt.Fprintln(os.Stderr, "latency: watcher at real-time priority:", err)
+	}}, uint64(cross))
+	// A hog that died without an OOM kill waits 15 s for the record of
+	// evictd's kill, which follows once the cgroup is seen empty; under
+	// emulation that took over 2 s twice in 50 trials, hence the generous
+	// wait.
+	out, err := tr.Wait(crossed, h, 15*time.Second)
+	if err != nil {
+		return sample{}, false, err
 	}
-	for {
-		select {
-		case r := <-recs:
-			src, _, _ := strings.Cut(r.Trigger.Source, " ") // the notifier, without its file
-			if r.Trigger.Reason != "wake" {
-				src = r.Trigger.Reason
-			}
-			// The decision is made when the engine's Step is done: the
-			// trigger plus the agent's own TriggerToDecision. (Record.Time
-			// is earlier: when the Summary was taken. The wake-ups are
-			// re-armed after the kill.)
-			decided := r.Trigger.At.Add(r.TriggerToDecision)
-			s := sample{Detect: decided.Sub(crossT), Wake: r.Trigger.At.Sub(crossT), Sync: r.TriggerToDecision, Source: src}
-			for _, a := range r.Actions {
-				if a.Result != nil {
-					s.Gone = decided.Add(a.Result.Took).Sub(crossT)
-				}
-			}
-			// A wake-up within the watcher's resolution can come first
-			// (the fast poll read usage just after the watcher did):
-			// counted as 0, and counted (Early) so the table shows it.
-			s.Early = s.Wake < 0 || early
-			s.Detect, s.Wake = max(0, s.Detect), max(0, s.Wake)
-			o, _ := sb.OOM()
-			return s, o.Kills > 0, nil
-		case <-dead:
-			// The hog died. The eviction record (sent once the kill has
-			// seen the cgroup empty) may still be on its way; without one,
-			// the kernel OOM killer (or a crash) got there first.
-			dead = nil
-			if o, _ := sb.OOM(); o.Kills > 0 {
-				return sample{}, true, nil
-			}
-			// Not the OOM killer: evictd's kill, whose record follows
-			// once the cgroup is seen empty; under emulation that took
-			// over 2 s twice in 50 trials, hence the generous wait.
-			select {
-			case r := <-recs:
-				recs <- r
-				continue
-			case <-time.After(15 * time.Second):
-			}
-			return sample{}, false, fmt.Errorf("the hog exited by itself (%v; no OOM kill, no eviction record within 15 s; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), logs.String())
-		case <-ctx.Done():
-			return sample{}, false, fmt.Errorf("no eviction within 30 s: %s", logs.String())
+	if out.Kind == trial.OOMKilled {
+		return sample{}, true, nil
+	}
+	r := out.Record
+	crossT := out.Crossed
+	if out.Early {
+		// evictd's kill came before the watcher saw the crossing: counted
+		// with the crossing at the wake-up (Early).
+		crossT = r.Trigger.At
+	}
+	src, _, _ := strings.Cut(r.Trigger.Source, " ") // the notifier, without its file
+	if r.Trigger.Reason != "wake" {
+		src = r.Trigger.Reason
+	}
+	// The decision is made when the engine's Step is done: the trigger
+	// plus the agent's own TriggerToDecision. (Record.Time is earlier:
+	// when the Summary was taken. The wake-ups are re-armed after the
+	// kill.)
+	decided := r.Trigger.At.Add(r.TriggerToDecision)
+	s = sample{Detect: decided.Sub(crossT), Wake: r.Trigger.At.Sub(crossT), Sync: r.TriggerToDecision, Source: src}
+	for _, a := range r.Actions {
+		if a.Result != nil {
+			s.Gone = decided.Add(a.Result.Took).Sub(crossT)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	// A wake-up within the watcher's resolution can come first (the fast
+	// poll read usage just after the watcher did): counted as 0, and
+	// counted (Early) so the table shows it.
+	s.Early = s.Wake < 0 || out.Early
+	s.Detect, s.Wake = max(0, s.Detect), max(0, s.Wake)
+	return s, out.OOM.Kills > 0, nil
 }
 
 // q formats whole mebibytes as a quantity ("256Mi", "1Gi").
@@ -688,44 +614,4 @@ func q(b int64) string {
 		return fmt.Sprintf("%dGi", b>>30)
 	}
 	return fmt.Sprintf("%dMi", b>>20)
-}
-
-// watch reads the sandbox's usage every few moments (every) and reports
-// when it first reaches the crossing point. With fifo (the VM run) it reads
-// from its own OS thread at real-time priority, sleeping in the kernel:
-// on the guest's single emulated CPU an ordinary goroutine waits behind
-// the agent's synchronize and sees the crossing late, which would make
-// evictd look faster than it is.
-func watch(ctx context.Context, sb *sandbox.Sandbox, at int64, every time.Duration, fifo bool, crossed chan<- time.Time) {
-	file := filepath.Join(sb.Parent.Memory, "memory.usage_in_bytes")
-	if sb.Mode == sandbox.V2 {
-		file = filepath.Join(sb.Parent.Memory, "memory.current")
-	}
-	if fifo {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-			fmt.Fprintln(os.Stderr, "latency: watcher at real-time priority:", err)
-		}
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	buf := make([]byte, 64)
-	ts := unix.NsecToTimespec(every.Nanoseconds())
-	for ctx.Err() == nil {
-		n, err := unix.Pread(int(f.Fd()), buf, 0)
-		if err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil && v >= at {
-				crossed <- time.Now()
-				return
-			}
-		}
-		if fifo {
-			unix.Nanosleep(&ts, nil)
-		} else {
-			time.Sleep(every)
-		}
-	}
 }

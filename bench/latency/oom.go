@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,8 +19,8 @@ import (
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/hostmode/trial"
 	"github.com/evictd/evictd/internal/policy"
-	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
@@ -169,19 +167,14 @@ func (r oomResult) oomTrials() int {
 	return n
 }
 
-// usageSample is one read of the sandbox's usage.
-type usageSample struct {
-	at    time.Time
-	bytes int64
-}
-
 func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTrial, error) {
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-bench-oom-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)), limitB)
+	tr, err := trial.New(context.Background(), trial.Options{Name: fmt.Sprintf("/evictd-bench-oom-%d-%d-%d", os.Getpid(), i, rand.IntN(1e9)),
+		Limit: limitB, Timeout: 60 * time.Second, Exe: t.exe})
 	if err != nil {
 		return oomTrial{}, err
 	}
-	defer sb.Close()
-	ch, err := sb.Child("hog")
+	defer tr.Close()
+	ch, err := tr.Child("hog")
 	if err != nil {
 		return oomTrial{}, err
 	}
@@ -193,21 +186,10 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if t.mode == sandbox.V2 {
 		psi = agent.On // as evictd runs by default on v2
 	}
-	recs := make(chan agent.Record, 16)
-	var logs lockedBuffer
-	h, err := hostmode.New(hostmode.Options{WorkloadRoot: sb.Parent.Rel,
-		Options: agent.Options{Policy: cfg, NoGrowthStop: !c.Stop,
-			Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-			Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On}},
-		OnRecord: func(r agent.Record) {
-			for _, a := range r.Actions {
-				if a.Kind == "evict" {
-					select {
-					case recs <- r:
-					default:
-					}
-				}
-			}
+	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{Options: agent.Options{Policy: cfg, NoGrowthStop: !c.Stop,
+		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On}}},
+		Keep: func(r agent.Record) bool {
+			return slices.ContainsFunc(r.Actions, func(a agent.Action) bool { return a.Kind == "evict" })
 		}})
 	if err != nil {
 		return oomTrial{}, err
@@ -216,11 +198,7 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if kmsg != nil {
 		defer kmsg.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	agentDone := make(chan struct{})
-	go func() { h.Run(ctx); close(agentDone) }()
-	defer func() { cancel(); <-agentDone }()
+	a.Start()
 	alloc, err := rampScript(c.Ramp, 4*limitB, scale)
 	if err != nil {
 		return oomTrial{}, err
@@ -229,138 +207,84 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if !c.Term {
 		script = "ignore-term; " + script
 	}
-	cmd := hog.Command(t.exe, script, ch.Dirs()...)
-	var hogErr lockedBuffer
-	cmd.Stderr = &hogErr
-	if err := cmd.Start(); err != nil {
+	h, err := tr.StartHog(script, ch)
+	if err != nil {
 		return oomTrial{}, err
 	}
-	var exited time.Time
-	hogDone := make(chan struct{})
-	go func() { cmd.Wait(); exited = time.Now(); close(hogDone) }()
-	defer func() { cmd.Process.Kill(); <-hogDone }()
-	samples := sampleUsage(sb, t.watchEvery, t.fifo, hogDone, 30*time.Second)
-	<-hogDone
+	// Until the hog is gone and a little after, to see the usage fall.
+	samples := tr.Sample(trial.Watch{Every: t.watchEvery, FIFO: t.fifo, FIFOFailed: func(err error) {
+		fmt.Fprintln(os.Stderr, "latency: sampler at real-time priority:", err)
+	}}, h.Done(), 20*time.Millisecond, 30*time.Second)
+	<-h.Done()
 	var rec *agent.Record
 	select {
-	case r := <-recs:
+	case r := <-a.Records():
 		rec = &r
 	case <-time.After(2 * time.Second): // the record follows the kill
 	}
 	cross := limitB - c.Headroom
-	tr := oomTrial{}
-	o, _ := sb.OOM()
-	tr.OOM = o.Kills > 0 || kmsgOOMKills(kmsg, sb.Parent.Rel) > 0
+	res := oomTrial{}
+	res.OOM = tr.OOM().Kills > 0 || kmsgOOMKills(kmsg, tr.Sandbox.Parent.Rel) > 0
 	ci := -1
 	var peak int64
 	for k, s := range samples {
-		if ci < 0 && s.bytes >= cross {
+		if ci < 0 && s.Bytes >= cross {
 			ci = k
 		}
-		peak = max(peak, s.bytes)
+		peak = max(peak, s.Bytes)
 	}
 	if ci < 0 {
-		return oomTrial{}, fmt.Errorf("the hog never crossed the threshold (peak %s; it said %q; agent: %s)", q(peak), hogErr.String(), logs.String())
+		return oomTrial{}, fmt.Errorf("the hog never crossed the threshold (peak %s; it said %q; agent: %s)", q(peak), h.Stderr(), a.Log())
 	}
-	crossT := samples[ci].at
+	crossT := samples[ci].At
 	for _, s := range samples[ci:] {
-		if s.bytes >= peak-stopSlack {
-			tr.Stopped = s.at.Sub(crossT)
+		if s.Bytes >= peak-stopSlack {
+			res.Stopped = s.At.Sub(crossT)
 			break
 		}
 	}
-	tr.Empty = exited.Sub(crossT)
-	tr.Peak = peak - cross
+	res.Empty = h.ExitedAt().Sub(crossT)
+	res.Peak = peak - cross
 	if first := firstRise(samples); first >= 0 && ci > first {
-		if d := samples[ci].at.Sub(samples[first].at); d > 0 {
-			tr.Rate = float64(samples[ci].bytes-samples[first].bytes) / d.Seconds()
+		if d := samples[ci].At.Sub(samples[first].At); d > 0 {
+			res.Rate = float64(samples[ci].Bytes-samples[first].Bytes) / d.Seconds()
 		}
 	}
 	if rec != nil {
-		tr.Wake = rec.Trigger.At.Sub(crossT)
-		tr.Source = rec.Trigger.Reason
+		res.Wake = rec.Trigger.At.Sub(crossT)
+		res.Source = rec.Trigger.Reason
 		if rec.Trigger.Source != "" {
-			tr.Source, _, _ = strings.Cut(rec.Trigger.Source, " ")
+			res.Source, _, _ = strings.Cut(rec.Trigger.Source, " ")
 		}
 		for _, a := range rec.Actions {
 			if a.Stop != nil && a.Stop.Error == "" {
-				tr.Agent = a.Stop.AfterTrigger
+				res.Agent = a.Stop.AfterTrigger
 			}
 		}
 	}
 	switch {
-	case tr.OOM:
-		tr.By = "kernel"
+	case res.OOM:
+		res.By = "kernel"
 	case rec != nil:
-		tr.By = "evictd"
+		res.By = "evictd"
 	default:
-		tr.By = "itself"
+		res.By = "itself"
 	}
-	return tr, nil
+	return res, nil
 }
 
 // firstRise is the first sample above the sandbox's idle usage (the hog's
 // first allocation), -1 if none.
-func firstRise(ss []usageSample) int {
+func firstRise(ss []trial.Sample) int {
 	if len(ss) == 0 {
 		return -1
 	}
 	for k, s := range ss {
-		if s.bytes > ss[0].bytes+4<<20 {
+		if s.Bytes > ss[0].Bytes+4<<20 {
 			return k
 		}
 	}
 	return -1
-}
-
-// sampleUsage reads the sandbox's usage every `every` until done closes
-// (and a little after, to see it fall) or limit passes, on its own thread
-// (at real-time priority with fifo: the VM's single emulated CPU).
-func sampleUsage(sb *sandbox.Sandbox, every time.Duration, fifo bool, done <-chan struct{}, limit time.Duration) []usageSample {
-	file := filepath.Join(sb.Parent.Memory, "memory.usage_in_bytes")
-	if sb.Mode == sandbox.V2 {
-		file = filepath.Join(sb.Parent.Memory, "memory.current")
-	}
-	out := make(chan []usageSample)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if fifo {
-			if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-				fmt.Fprintln(os.Stderr, "latency: sampler at real-time priority:", err)
-			}
-		}
-		ss := make([]usageSample, 0, 1<<16)
-		f, err := os.Open(file)
-		if err != nil {
-			out <- ss
-			return
-		}
-		defer f.Close()
-		buf := make([]byte, 64)
-		ts := unix.NsecToTimespec(every.Nanoseconds())
-		end := time.Now().Add(limit)
-		var after time.Time
-		for time.Now().Before(end) {
-			select {
-			case <-done:
-				if after.IsZero() {
-					after = time.Now().Add(20 * time.Millisecond)
-				}
-			default:
-			}
-			if !after.IsZero() && time.Now().After(after) {
-				break
-			}
-			if n, err := unix.Pread(int(f.Fd()), buf, 0); err == nil {
-				if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil {
-					ss = append(ss, usageSample{time.Now(), v})
-				}
-			}
-			unix.Nanosleep(&ts, nil)
-		}
-		out <- ss
-	}()
-	return <-out
 }
 
 // openKmsg opens the kernel log positioned at its end, so that the trial

@@ -53,9 +53,7 @@ var openAllowed = map[string]string{
 	"internal/collect.Collector.addEphemeralStorage": "the kubelet's pod volume and log directories (ephemeral storage), not kernel files",
 	"internal/collect.Collector.podLogDirs":          "the kubelet's pod log root, not kernel files",
 	"internal/collect.du":                            "walks pod volume and log directories for their usage, not kernel files",
-	"internal/notify.openReadOnly": "opens read-only descriptors for the kernel's notification APIs (a memcg threshold's memory.usage_in_bytes, " +
-		"memory.events POLLPRI); their values are read through internal/cgroup (ReadFd), the registrations written through internal/cgroup/v1 and internal/host",
-	"internal/workload/hog.cacheFile": "the test hog's own data file, written and read to make page cache; not a kernel file",
+	"internal/workload/hog.cacheFile":                "the test hog's own data file, written and read to make page cache; not a kernel file",
 }
 
 // TestKernelReadsStayInTheEdges fails when a package of the agent (cmd/...,

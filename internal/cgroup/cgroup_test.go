@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 	"github.com/evictd/evictd/internal/host"
 )
@@ -220,6 +222,32 @@ func TestReadFileErrors(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, filepath.Join(dir, "bad")+":1") || !strings.Contains(msg, `"4x2"`) {
 		t.Errorf("message %q does not name path:line and token", msg)
+	}
+}
+
+// OpenFd's descriptor reads through ReadFd, again and again; a missing
+// file is the errno in a *fs.PathError (notify tells "no such file" from
+// other errors by it).
+func TestOpenFd(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "counter")
+	if err := os.WriteFile(path, []byte("42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := OpenFd(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for range 2 {
+		if v, err := ReadFd(fd, path, parseOne); err != nil || v != 42 {
+			t.Fatalf("ReadFd: %d, %v", v, err)
+		}
+	}
+	_, err = OpenFd(filepath.Join(dir, "missing"))
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Op != "open" || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("missing: %v; want an open *fs.PathError with ENOENT", err)
 	}
 }
 

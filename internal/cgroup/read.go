@@ -133,6 +133,19 @@ func ReadFd[T any](fd int, path string, parse func(io.Reader) (T, error)) (T, er
 	return parseContent(c, path, parse)
 }
 
+// OpenFd opens the kernel file at path read-only for a caller that keeps
+// the descriptor: to be notified through it (POLLPRI on memory.events, a
+// v1 memcg threshold on memory.usage_in_bytes) or to read it often with
+// ReadFd without an open each time (the trial harness's crossing watcher).
+// It retries EINTR; an error is an *fs.PathError holding the errno.
+func OpenFd(path string) (int, error) {
+	fd, err := openRetry(path)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
 // putContent returns c to the pool, unless it grew huge: a big cgroup.procs
 // buffer is not kept alive.
 func putContent(c *Content) {

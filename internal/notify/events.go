@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/evictd/evictd/internal/cgroup"
 	v2 "github.com/evictd/evictd/internal/cgroup/v2"
 )
 
@@ -24,7 +25,7 @@ type EventsWatch struct {
 
 // NewEventsWatch opens path (a memory.events file) and watches it.
 func NewEventsWatch(p *Poller, sink Sink, path string) (*EventsWatch, error) {
-	fd, err := openReadOnly(path)
+	fd, err := cgroup.OpenFd(path)
 	if err != nil {
 		return nil, fmt.Errorf("memory.events watch: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -220,7 +219,7 @@ var ErrNoEventControl = errors.New("no cgroup.event_control (not a cgroup v1 mem
 // (-1 if that read failed: the caller then sees no crossing to report).
 func registerMemcgThreshold(dir string, value int64) (efd int, usage int64, err error) {
 	attr := filepath.Join(dir, usageAttribute)
-	watchfd, err := openReadOnly(attr)
+	watchfd, err := cgroup.OpenFd(attr)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return -1, 0, fmt.Errorf("memcg threshold: %s: %w", dir, ErrNoEventControl)
@@ -250,21 +249,4 @@ func preadUsage(fd int, path string) int64 {
 		return -1
 	}
 	return int64(v)
-}
-
-// openReadOnly opens path read-only for a notification descriptor (POLLPRI
-// on memory.events, a memcg threshold's memory.usage_in_bytes), retrying
-// EINTR. Writes to kernel files go through internal/cgroup and
-// internal/host.
-func openReadOnly(path string) (int, error) {
-	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-		return fd, nil
-	}
 }

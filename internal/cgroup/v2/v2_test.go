@@ -301,6 +301,33 @@ func TestReadMemoryEventsFd(t *testing.T) {
 	}
 }
 
+// ReadMemoryCurrentFd reads through a held descriptor from offset 0, however
+// often, as the trial harness's watcher does.
+func TestReadMemoryCurrentFd(t *testing.T) {
+	f, err := os.Open("testdata/memory.current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 2 {
+		v, err := ReadMemoryCurrentFd(int(f.Fd()), f.Name())
+		if err != nil || v != 39612416 {
+			t.Fatalf("%d, %v", v, err)
+		}
+	}
+	bad, err := os.CreateTemp(t.TempDir(), "memory.current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	bad.WriteString("12x\n")
+	_, err = ReadMemoryCurrentFd(int(bad.Fd()), bad.Name())
+	var pe *cgroup.ParseError
+	if !errors.As(err, &pe) || pe.Path != bad.Name() {
+		t.Errorf("bad: %v; want a parse error naming %s", err, bad.Name())
+	}
+}
+
 // TestWriteMemoryProtection writes memory.min, memory.low and memory.high on
 // a real v2 cgroup and reads them back (VM tier), and checks the writers'
 // errors: a value the kernel refuses, a vanished cgroup.

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -27,9 +26,9 @@ import (
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/hostmode/trial"
 	"github.com/evictd/evictd/internal/policy"
 	"github.com/evictd/evictd/internal/workload"
-	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
@@ -175,18 +174,14 @@ func File() *workload.File {
 // cannot be made. Cleanup happens before it returns, whatever happened.
 func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	n := &narrator{w: o.Out, start: time.Now()}
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-demo-%d", os.Getpid()), limitBytes)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr, err := trial.New(ctx, trial.Options{Name: fmt.Sprintf("/evictd-demo-%d", os.Getpid()), Limit: limitBytes, Exe: o.Exe})
 	if err != nil {
 		return nil, err
 	}
-	var hogs []*exec.Cmd
-	var hogDone sync.WaitGroup
 	cleanup := func() {
-		for _, h := range hogs {
-			h.Process.Kill()
-		}
-		hogDone.Wait()
-		if cerr := sb.Close(); cerr != nil {
+		if cerr := tr.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 	}
@@ -197,6 +192,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 		}
 	}()
 	defer cleanup()
+	sb := tr.Sandbox
 
 	kc := Config()
 	cfg, err := policy.ConfigFromKubelet(kc)
@@ -206,27 +202,19 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	// A quiet logger: the narration tells the story; warnings still show.
 	// Through the narrator's lock: the agent logs from its own goroutine.
 	log := slog.New(slog.NewTextHandler(narratorWriter{n}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 
-	recs := make(chan agent.Record, 64)
-	h, err := hostmode.New(hostmode.Options{
+	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{
 		Options: agent.Options{Policy: cfg, Log: log, DecisionLog: o.DecisionLog,
 			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
-		WorkloadRoot: sb.Parent.Rel, Workloads: File(), GoneTimeout: 5 * time.Second,
+		Workloads: File(), GoneTimeout: 5 * time.Second,
 		BeforeEvict: func(trig agent.Trigger, d policy.Decision, act agent.Action) {
 			narrateDecision(n, trig, d, act)
 		},
-		OnRecord: func(r agent.Record) {
-			select {
-			case recs <- r:
-			default:
-			}
-		},
-	})
+	}, Records: 64})
 	if err != nil {
 		return nil, err
 	}
+	h, recs := a.Host, a.Records()
 	mode := "v1 (memory controller on the v1 hierarchy)"
 	if h.V2 {
 		mode = "v2 (unified)"
@@ -251,25 +239,19 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	children := map[string]sandbox.Cgroup{}
 	exited := make(chan string, len(roles))
 	for _, r := range roles {
-		c, err := sb.Child(r.name)
+		c, err := tr.Child(r.name)
 		if err != nil {
 			return nil, err
 		}
 		children[r.name] = c
 	}
 	for _, r := range roles {
-		cmd := hog.Command(o.Exe, r.script, children[r.name].Dirs()...)
-		cmd.Stderr = io.Discard
-		if err := cmd.Start(); err != nil {
+		hg, err := tr.StartHog(r.script, children[r.name])
+		if err != nil {
 			return nil, fmt.Errorf("start workload %s: %w", r.name, err)
 		}
-		hogs = append(hogs, cmd)
-		hogDone.Add(1)
-		go func(name string, c *exec.Cmd) {
-			defer hogDone.Done()
-			c.Wait()
-			exited <- name
-		}(r.name, cmd)
+		// Never blocks: room for every hog, and Close waits for them all.
+		go func(name string) { <-hg.Done(); exited <- name }(r.name)
 	}
 	// Wait until every hog has joined its cgroup, so the first synchronize
 	// sees all of them.
@@ -280,8 +262,7 @@ func Run(ctx context.Context, o Options) (sum *Summary, err error) {
 	}
 	n.raw(fmt.Sprintf("Wake-ups: %s; the periodic timer runs every 10s as in the kubelet.\n\n", wakeupText(h)))
 
-	agentDone := make(chan struct{})
-	go func() { h.Run(ctx); close(agentDone) }()
+	a.Start()
 
 	sum = &Summary{Evictions: []Eviction{}}
 	evicted := map[string]bool{}
@@ -373,8 +354,7 @@ loop:
 			}
 		}
 	}
-	cancel()
-	<-agentDone
+	a.Stop()
 	sum.KernelOOMKills = oomKills(sb)
 	return sum, nil
 }

@@ -2,13 +2,13 @@
 // evictd, with the node's own eviction thresholds, evicts a workload whose
 // memory grows fast before the kernel OOM killer strikes.
 //
-// Each trial is a throwaway sandbox cgroup (internal/workload/sandbox) whose
+// Each trial (internal/hostmode/trial) is a throwaway sandbox cgroup whose
 // memory limit stands for the node's memory, the real agent (hostmode.New,
 // the wake-ups evictd run uses by default) with the node's hard
 // memory.available threshold scaled to the sandbox, and one workload — the
 // evictd binary re-executed as a memory hog (internal/workload/hog), as in
 // evictd demo — that ramps through the threshold and past the limit. A
-// watcher reads the sandbox's usage to time the crossing; the agent's record
+// watcher reads the sandbox's working set to time the crossing; the agent's record
 // times the decision and the kill; the sandbox's OOM counters say whether the
 // kernel OOM killer struck. Everything a trial makes is removed before the
 // next one starts, also when the context is cancelled (Ctrl-C).
@@ -18,13 +18,11 @@
 package selftest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -35,14 +33,11 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/evictd/evictd/internal/agent"
-	"github.com/evictd/evictd/internal/cgroup"
-	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
-	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/hostmode/trial"
 	"github.com/evictd/evictd/internal/policy"
-	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
 
@@ -85,7 +80,7 @@ const (
 	trialTimeout = 60 * time.Second
 	// recordWait is how long a hog's exit waits for the eviction record
 	// that explains it (the record follows the kill's check that the
-	// cgroup is empty).
+	// cgroup is empty): trial.Trial.Wait's.
 	recordWait = 15 * time.Second
 	// DefaultWatchEvery is how often the crossing watcher reads the
 	// sandbox's usage: the precision of the crossing's time.
@@ -358,7 +353,7 @@ func Run(ctx context.Context, o Options, p Plan) (*Report, error) {
 				return r, nil
 			}
 			n++
-			t, err := trial(ctx, o, p, cfg, rate, n)
+			t, err := runTrial(ctx, o, p, cfg, rate, n)
 			if ctx.Err() != nil {
 				// Cut short: not a result.
 				r.Interrupted = true
@@ -455,11 +450,11 @@ func (t Trial) Line() string {
 	return s
 }
 
-// trial runs one ramp at the node-level rate in a fresh sandbox. The
-// sandbox, the agent and the hog are gone when it returns. runErr (also in
-// t.Error) says the sandbox could not be made or removed: no further trial
-// should run.
-func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial, runErr error) {
+// runTrial runs one ramp at the node-level rate in a fresh sandbox
+// (internal/hostmode/trial). The sandbox, the agent and the hog are gone
+// when it returns. runErr (also in t.Error) says the sandbox could not be
+// made or removed: no further trial should run.
+func runTrial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64, n int) (t Trial, runErr error) {
 	sRate := max(4096, int64(float64(rate)*p.Scale))
 	t = Trial{NodeRate: rate, SandboxRate: sRate, BudgetMs: float64(p.SandboxThresholdBytes) / float64(sRate) * 1000}
 	fail := func(format string, a ...any) (Trial, error) {
@@ -470,7 +465,8 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	// The PID alone does not make the name unique: in a pod (selftest
 	// --kubernetes) evictd is always PID 1, and one sandbox an interrupted
 	// pod could not remove then blocked every later run with EEXIST.
-	sb, err := sandbox.New(fmt.Sprintf("/evictd-selftest-%d-%d-%s", os.Getpid(), n, strconv.FormatInt(time.Now().UnixNano(), 36)), p.SandboxBytes)
+	tr, err := trial.New(ctx, trial.Options{Name: fmt.Sprintf("/evictd-selftest-%d-%d-%s", os.Getpid(), n, strconv.FormatInt(time.Now().UnixNano(), 36)),
+		Limit: p.SandboxBytes, Timeout: trialTimeout, Exe: o.Exe})
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			// The hierarchy's root is read-only (0555) even for root,
@@ -482,43 +478,25 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 		return t, err
 	}
 	defer func() {
-		if err := sb.Close(); err != nil {
+		if err := tr.Close(); err != nil {
 			runErr = fmt.Errorf("cleanup: %w", err)
 			t, _ = fail("%v", runErr)
 		}
 	}()
-	c, err := sb.Child("workload")
+	c, err := tr.Child("workload")
 	if err != nil {
 		return fail("%v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, trialTimeout)
-	defer cancel()
-	recs := make(chan agent.Record, 16)
-	var logs bytes.Buffer // the agent's log, for a failed trial's error: read once it has stopped
-	h, err := hostmode.New(hostmode.Options{
+	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{
 		Options: agent.Options{Policy: cfg,
-			Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			// The wake-ups evictd run has by default.
 			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
-		WorkloadRoot: sb.Parent.Rel,
-		GoneTimeout:  5 * time.Second,
-		OnRecord: func(r agent.Record) {
-			if len(r.Decision.Evictions) > 0 {
-				select {
-				case recs <- r:
-				default:
-				}
-			}
-		},
-	})
+		GoneTimeout: 5 * time.Second,
+	}, Keep: trial.EvictionDecided})
 	if err != nil {
 		return fail("%v", err)
 	}
-	agentDone := make(chan struct{})
-	go func() { h.Run(ctx); close(agentDone) }()
-	stopAgent := func() { cancel(); <-agentDone }
-	defer stopAgent()
-	agentLog := func() string { stopAgent(); return logs.String() }
+	a.Start()
 
 	// The hog allocates at once up to leadTime of ramp below the
 	// crossing, then ramps at the scaled rate through it and past the
@@ -532,134 +510,50 @@ func trial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate int64
 	if start > 0 {
 		script = fmt.Sprintf("sleep %s; alloc %d; ramp %d %d; hold", settle, start, peak-start, sRate)
 	}
-	cmd := hog.Command(o.Exe, script, c.Dirs()...)
-	var hogErr bytes.Buffer // read once the hog has exited (Wait has copied it all)
-	cmd.Stderr = &hogErr
-	if err := cmd.Start(); err != nil {
+	h, err := tr.StartHog(script, c)
+	if err != nil {
 		return fail("start the workload: %v", err)
 	}
-	hogDone := make(chan struct{})
-	go func() { cmd.Wait(); close(hogDone) }()
-	defer func() { cmd.Process.Kill(); <-hogDone }()
-
-	crossed := make(chan time.Time, 1)
-	watchDone := make(chan struct{})
-	// The watcher gets the cgroup's path and mode as values and is waited
-	// for: the deferred sb.Close clears sb.Parent, which a watcher reading
-	// sb itself raced with (seen under the race detector in CI).
-	memoryDir, mode := sb.Parent.Memory, sb.Mode
-	go func() { watch(ctx, memoryDir, mode, uint64(cross), o.WatchEvery, crossed); close(watchDone) }()
-	defer func() { cancel(); <-watchDone }()
-	var crossT time.Time
-	dead := hogDone // nil once seen: then wait for the record only
-	select {
-	case crossT = <-crossed:
-	case <-hogDone:
-		t.OOM, _ = sb.OOM()
-		if t.OOM.Struck() {
-			return t, nil // the kernel got it before the watcher saw the crossing
-		}
-		// evictd can be quicker than the watcher: woken by the kernel at
-		// the crossing, it decided and sent SIGTERM before the watcher's
-		// next read came round (seen under the race detector on two busy
-		// cores). Its record then says so; the crossing is taken to be
-		// the decision (0 ms, as a wake-up inside the watcher's period
-		// counts below).
-		select {
-		case rec := <-recs:
-			crossT = rec.Trigger.At.Add(rec.TriggerToDecision)
-			recs <- rec
-			dead = nil
-		case <-time.After(recordWait):
-			return fail("the workload ended before it reached the threshold (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), agentLog())
-		}
-	case <-ctx.Done():
-		return fail("the workload never reached the threshold")
-	}
-	for {
-		select {
-		case rec := <-recs:
-			decided := rec.Trigger.At.Add(rec.TriggerToDecision)
-			// A wake-up can come within the watcher's period before
-			// it sees the crossing: counted as 0.
-			d := ms(max(0, decided.Sub(crossT)))
-			t.DecisionMs = &d
-			t.Trigger = rec.Trigger.Reason
-			if rec.Trigger.Source != "" {
-				t.Trigger += " (" + rec.Trigger.Source + ")"
-			}
-			for _, a := range rec.Actions {
-				if a.Kind == "evict" && a.Error == "" && a.Result != nil && a.Result.Gone {
-					g := ms(max(0, decided.Add(a.Result.Took).Sub(crossT)))
-					t.GoneMs = &g
-					t.Evicted = true
-				}
-			}
-			t.OOM, _ = sb.OOM()
-			t.Won = t.Evicted && !t.OOM.Struck()
-			if !t.Evicted {
-				return fail("the eviction did not end the workload: %+v", rec.Actions)
-			}
-			return t, nil
-		case <-dead:
-			dead = nil
-			if t.OOM, _ = sb.OOM(); t.OOM.Struck() {
-				return t, nil
-			}
-			// evictd's kill: its record follows once the cgroup is
-			// seen empty.
-			select {
-			case rec := <-recs:
-				recs <- rec
-				continue
-			case <-time.After(recordWait):
-			}
-			return fail("the workload exited by itself (%v; no OOM kill, no eviction; it said %q); agent log: %s", cmd.ProcessState, hogErr.String(), agentLog())
-		case <-ctx.Done():
-			return fail("no eviction within %s; agent log: %s", trialTimeout, agentLog())
-		}
-	}
-}
-
-// watch reads the sandbox's memory every few moments and sends the time its
-// working set (usage − inactive file pages, what the agent's
-// allocatableMemory.available is made of) first reaches at. File pages the
-// hog faults in (its own binary) are charged to the sandbox too: the usage
-// alone would time the crossing early.
-func watch(ctx context.Context, memoryDir string, mode sandbox.Mode, at uint64, every time.Duration, crossed chan<- time.Time) {
-	d, err := cgroup.OpenDir(memoryDir)
+	// The working set (what the agent's allocatableMemory.available is
+	// made of), not the usage, which counts the hog's binary too.
+	crossed := tr.Crossing(trial.Watch{Measure: trial.WorkingSet, Every: o.WatchEvery}, uint64(cross))
+	out, err := tr.Wait(crossed, h, recordWait)
 	if err != nil {
-		return
+		return fail("%v", err)
 	}
-	defer d.Close()
-	workingSet := func() (uint64, error) {
-		u, err := cgroupv1.ReadMemoryUsageInBytesAt(d)
-		if err != nil || u < at {
-			return u, err // below at already: memory.stat cannot raise it
-		}
-		st, err := cgroupv1.ReadMemoryStatAt(d)
-		return cgroupv1.WorkingSet(u, &st), err
+	t.OOM = out.OOM
+	if out.Kind == trial.OOMKilled {
+		return t, nil
 	}
-	if mode == sandbox.V2 {
-		workingSet = func() (uint64, error) {
-			u, err := cgroupv2.ReadMemoryCurrentAt(d)
-			if err != nil || u < at {
-				return u, err
-			}
-			st, err := cgroupv2.ReadMemoryStatAt(d)
-			return cgroupv2.WorkingSet(u, &st), err
+	rec := out.Record
+	decided := rec.Trigger.At.Add(rec.TriggerToDecision)
+	crossT := out.Crossed
+	if out.Early {
+		// evictd was quicker than the watcher (trial.Outcome.Early): the
+		// crossing is taken to be the decision (0 ms, as a wake-up inside
+		// the watcher's period counts below).
+		crossT = decided
+	}
+	// A wake-up can come within the watcher's period before it sees the
+	// crossing: counted as 0.
+	d := ms(max(0, decided.Sub(crossT)))
+	t.DecisionMs = &d
+	t.Trigger = rec.Trigger.Reason
+	if rec.Trigger.Source != "" {
+		t.Trigger += " (" + rec.Trigger.Source + ")"
+	}
+	for _, a := range rec.Actions {
+		if a.Kind == "evict" && a.Error == "" && a.Result != nil && a.Result.Gone {
+			g := ms(max(0, decided.Add(a.Result.Took).Sub(crossT)))
+			t.GoneMs = &g
+			t.Evicted = true
 		}
 	}
-	for ctx.Err() == nil {
-		if v, err := workingSet(); err == nil && v >= at {
-			crossed <- time.Now()
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(every):
-		}
+	t.Won = t.Evicted && !t.OOM.Struck()
+	if !t.Evicted {
+		return fail("the eviction did not end the workload: %+v", rec.Actions)
 	}
+	return t, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

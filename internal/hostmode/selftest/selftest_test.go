@@ -213,7 +213,7 @@ func TestOOMKillerFirstIsALoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := trial(context.Background(), o, p, cfg, 8<<30, 1)
+	tr, err := runTrial(context.Background(), o, p, cfg, 8<<30, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
