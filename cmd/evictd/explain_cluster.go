@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/fleet"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/load"
 )
 
@@ -130,7 +129,7 @@ func runExplainCluster(name string, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail("%v", err)
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeclient.New(rc)
 	if err != nil {
 		return fail("API client: %v", err)
 	}

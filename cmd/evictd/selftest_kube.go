@@ -11,11 +11,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/evictd/evictd/internal/cli"
 	"github.com/evictd/evictd/internal/hostmode/selftest"
 	"github.com/evictd/evictd/internal/kube"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 const selftestKubeHelp = `
@@ -113,7 +112,7 @@ func runSelftestKube(k *selftestKubeFlags, kubeletConfig string, extra []string,
 	if err != nil {
 		return fail("%v", err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeclient.New(rc)
 	if err != nil {
 		return fail("%v", err)
 	}

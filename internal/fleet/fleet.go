@@ -41,10 +41,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/load"
 	"github.com/evictd/evictd/internal/policy"
@@ -94,7 +94,7 @@ func ParseDirect(s string) (Direct, error) {
 
 // Options say what to inspect and how.
 type Options struct {
-	Client kubernetes.Interface
+	Client *kubeclient.Client
 	// Rest is the caller's configuration: its credentials are used for the
 	// direct kubelet calls.
 	Rest *rest.Config
@@ -289,7 +289,7 @@ func (o Options) nodes(ctx context.Context) ([]v1.Node, error) {
 	if len(o.Names) > 0 {
 		out := make([]v1.Node, 0, len(o.Names))
 		for _, name := range o.Names {
-			n, err := o.Client.CoreV1().Nodes().Get(cctx, name, metav1.GetOptions{})
+			n, err := o.Client.GetNode(cctx, name)
 			if err != nil {
 				// A named node that cannot be read is its own row.
 				out = append(out, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{errAnnotation: err.Error()}}})
@@ -299,7 +299,7 @@ func (o Options) nodes(ctx context.Context) ([]v1.Node, error) {
 		}
 		return out, nil
 	}
-	list, err := o.Client.CoreV1().Nodes().List(cctx, metav1.ListOptions{LabelSelector: o.Selector})
+	list, err := o.Client.ListNodes(cctx, metav1.ListOptions{LabelSelector: o.Selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
@@ -441,7 +441,7 @@ func (o Options) pods(ctx context.Context, node string) ([]*v1.Pod, string, erro
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", node),
 		fields.OneTermNotEqualSelector("status.phase", string(v1.PodSucceeded)),
 		fields.OneTermNotEqualSelector("status.phase", string(v1.PodFailed)))
-	list, err := o.Client.CoreV1().Pods(metav1.NamespaceAll).List(cctx, metav1.ListOptions{FieldSelector: sel.String()})
+	list, err := o.Client.ListPods(cctx, metav1.NamespaceAll, metav1.ListOptions{FieldSelector: sel.String()})
 	if err != nil {
 		return nil, "unknown", fmt.Errorf("listing the node's pods: %w", err)
 	}
@@ -690,7 +690,7 @@ func (k *kubeletReader) get(ctx context.Context, path string) ([]byte, error) {
 	if k.o.Direct == DirectAlways {
 		return k.goDirect(cctx, path, "--kubelet-direct always")
 	}
-	b, err := k.o.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).MaxRetries(0).Do(cctx).Raw()
+	b, err := k.o.Client.Core().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).MaxRetries(0).Do(cctx).Raw()
 	if err == nil {
 		return b, nil
 	}

@@ -83,7 +83,7 @@ func TestRealPodSource(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ps, err := NewPods(ctx, srv.Client, "node-a", Self{UID: self.UID})
+	ps, err := NewPods(ctx, srv.API, "node-a", Self{UID: self.UID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRealEviction(t *testing.T) {
 	srv.Namespace(t, ns)
 	pod := srv.RunningPod(t, testPod(ns, "hog"), "node-a")
 	msg := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. Container main was using 100Mi, request is 0, has larger consumption of memory. "
-	e := &Evictor{Client: srv.Client, Node: "node-a", PDBWait: DefaultPDBWait,
+	e := &Evictor{Client: srv.API, Node: "node-a", PDBWait: DefaultPDBWait,
 		Events:     NewRecorder("Events", "events", 1, 0, nil, nil),
 		Conditions: NewRecorder("conditions", "conditions", 1, 0, nil, nil)}
 	ev := softEviction(pod, msg)
@@ -189,7 +189,7 @@ func TestRealEvictionGraceZero(t *testing.T) {
 	ns := "grace0"
 	srv.Namespace(t, ns)
 	pod := srv.RunningPod(t, testPod(ns, "p"), "node-a")
-	e := &Evictor{Client: srv.Client, Node: "node-a"}
+	e := &Evictor{Client: srv.API, Node: "node-a"}
 	if _, err := e.Evict(context.Background(), pod, 0, softEviction(pod, "m")); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestRealEvictionGone(t *testing.T) {
 	if err := srv.Client.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	e := &Evictor{Client: srv.Client, Node: "node-a"}
+	e := &Evictor{Client: srv.API, Node: "node-a"}
 	res, err := e.Evict(ctx, old, time.Second, softEviction(old, "m"))
 	if err != nil || !res.Gone {
 		t.Fatalf("deleted pod: %+v, %v; want gone, no error", res, err)
@@ -255,7 +255,7 @@ func TestRealPDB(t *testing.T) {
 	}
 
 	hard := srv.RunningPod(t, testPod(ns, "hard"), "node-a")
-	e := &Evictor{Client: srv.Client, Node: "node-a", PDBWait: DefaultPDBWait}
+	e := &Evictor{Client: srv.API, Node: "node-a", PDBWait: DefaultPDBWait}
 	ev := softEviction(hard, "m")
 	ev.Immediate, ev.GracePeriodSeconds = true, 1
 	start := time.Now()
@@ -270,7 +270,7 @@ func TestRealPDB(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	soft := srv.RunningPod(t, testPod(ns, "soft"), "node-a")
-	e = &Evictor{Client: srv.Client, Node: "node-a", PDBWait: 10 * time.Second, Now: clock}
+	e = &Evictor{Client: srv.API, Node: "node-a", PDBWait: 10 * time.Second, Now: clock}
 	if _, err := e.Evict(ctx, soft, 30*time.Second, softEviction(soft, "m")); err == nil || !strings.Contains(err.Error(), "429") || deleting("soft") {
 		t.Fatalf("soft, first refusal: err %v, deleting %v; want a 429 error and the pod kept", err, deleting("soft"))
 	}
@@ -289,7 +289,7 @@ func TestRealPDB(t *testing.T) {
 	}
 
 	strict := srv.RunningPod(t, testPod(ns, "strict"), "node-a")
-	e = &Evictor{Client: srv.Client, Node: "node-a", PDBWait: -1, Now: clock}
+	e = &Evictor{Client: srv.API, Node: "node-a", PDBWait: -1, Now: clock}
 	for range 3 {
 		if _, err := e.Evict(ctx, strict, 30*time.Second, softEviction(strict, "m")); err == nil {
 			t.Fatal("strict: eviction past a PDB succeeded")
@@ -319,7 +319,7 @@ func TestRealEvictionLoopEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := &NodeEvents{Client: srv.Client, Node: "node-a"}
+	events := &NodeEvents{Client: srv.API, Node: "node-a"}
 	t0 := time.Now()
 	var last agent.Record
 	for i, name := range []string{"agent-1", "agent-2"} {

@@ -6,9 +6,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -25,7 +25,7 @@ const nodeEventRepeat = 10 * time.Minute
 // Hook Record into agent.Config.OnRecord: it hands the writes to Events
 // and returns at once.
 type NodeEvents struct {
-	Client kubernetes.Interface
+	Client *kubeclient.Client
 	Node   string
 	// Events writes them off the loop (nil: at once, on the caller's
 	// goroutine).

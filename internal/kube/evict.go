@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/policy"
 )
 
@@ -54,7 +54,7 @@ const Component = "evictd"
 // precondition failed, 409) counts as evicted already: it is not evicted
 // twice.
 type Evictor struct {
-	Client kubernetes.Interface
+	Client *kubeclient.Client
 	Node   string
 	// PDBWait: see DefaultPDBWait; negative never overrides a PDB.
 	PDBWait time.Duration
@@ -245,7 +245,7 @@ func (e *Evictor) evict(ctx context.Context, pod *v1.Pod, grace int64) error {
 			Preconditions:      &metav1.Preconditions{UID: &uid},
 		},
 	}
-	return e.Client.CoreV1().RESTClient().Post().
+	return e.Client.Core().Post().
 		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
 		MaxRetries(0).Body(body).Do(ctx).Error()
 }
@@ -254,7 +254,7 @@ func (e *Evictor) delete(ctx context.Context, pod *v1.Pod, grace int64) error {
 	ctx, cancel := e.callCtx(ctx)
 	defer cancel()
 	uid := pod.UID
-	return e.Client.CoreV1().RESTClient().Delete().
+	return e.Client.Core().Delete().
 		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		MaxRetries(0).Body(&metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}}).
 		Do(ctx).Error()
@@ -334,14 +334,14 @@ func (e *Evictor) patchCondition(ctx context.Context, pod *v1.Pod, c v1.PodCondi
 	if err != nil {
 		return err
 	}
-	_, err = e.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = e.Client.PatchPodStatus(ctx, pod.Namespace, pod.Name, types.StrategicMergePatchType, patch)
 	return err
 }
 
 // createEvent creates a Warning Event as the kubelet's recorder does
 // (source component "evictd" on this node), in the namespace given (""
 // is "default", where the kubelet's node Events go).
-func createEvent(ctx context.Context, client kubernetes.Interface, node string, ref v1.ObjectReference, namespace, reason, message string, ann map[string]string, now time.Time) error {
+func createEvent(ctx context.Context, client *kubeclient.Client, node string, ref v1.ObjectReference, namespace, reason, message string, ann map[string]string, now time.Time) error {
 	if client == nil {
 		return errors.New("no API client")
 	}
@@ -362,6 +362,6 @@ func createEvent(ctx context.Context, client kubernetes.Interface, node string, 
 		ReportingController: Component,
 		ReportingInstance:   Component + "-" + node,
 	}
-	_, err := client.CoreV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{})
+	_, err := client.CreateEvent(ctx, ev)
 	return err
 }

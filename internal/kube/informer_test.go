@@ -53,7 +53,7 @@ func TestInformerTrimsPods(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ps, err := NewPods(ctx, srv.Client, "node-a", Self{})
+	ps, err := NewPods(ctx, srv.API, "node-a", Self{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func BenchmarkPodInformerMemory(b *testing.B) {
 				for b.Loop() {
 					m0 := liveHeap()
 					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-					ps, err := NewPods(ctx, srv.Client, "node-a", Self{})
+					ps, err := NewPods(ctx, srv.API, "node-a", Self{})
 					cancel()
 					if err != nil {
 						b.Fatal(err)

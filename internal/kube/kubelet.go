@@ -12,10 +12,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // DefaultSummaryEvery is how often the kubelet's Summary is fetched for the
@@ -71,10 +71,10 @@ func NewKubeletSummary(cfg *rest.Config, url, kubeletCA string) (*KubeletSummary
 // KubeletSummaryURL finds the kubelet's address and port in the Node object:
 // the first InternalIP (else the first address) and
 // status.daemonEndpoints.kubeletEndpoint.Port.
-func KubeletSummaryURL(ctx context.Context, client kubernetes.Interface, node string) (string, error) {
+func KubeletSummaryURL(ctx context.Context, client *kubeclient.Client, node string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
 	defer cancel()
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := client.GetNode(ctx, node)
 	if err != nil {
 		return "", fmt.Errorf("reading node %s: %w", node, err)
 	}

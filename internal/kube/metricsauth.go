@@ -22,10 +22,9 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // The metrics endpoint a Prometheus outside the node scrapes
@@ -58,7 +57,7 @@ const (
 // MetricsAuth guards a handler with the API server's authentication and
 // authorization of bearer tokens.
 type MetricsAuth struct {
-	Client kubernetes.Interface
+	Client *kubeclient.Client
 	// Path is the non-resource URL authorized (the request's own path when
 	// empty).
 	Path string
@@ -185,8 +184,8 @@ func (m *MetricsAuth) authenticate(ctx context.Context, token string) (authnv1.U
 	if e, ok := m.authn.get(key, now); ok {
 		return e.user, e.ok, nil
 	}
-	r, err := m.Client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	r, err := m.Client.CreateTokenReview(ctx,
+		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}})
 	if err != nil {
 		return authnv1.UserInfo{}, false, fmt.Errorf("TokenReview: %w", err)
 	}
@@ -207,10 +206,10 @@ func (m *MetricsAuth) authorize(ctx context.Context, user authnv1.UserInfo, path
 	for k, v := range user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
-	r, err := m.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	r, err := m.Client.CreateSubjectAccessReview(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
 		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: "get"},
-	}}, metav1.CreateOptions{})
+	}})
 	if err != nil {
 		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
 	}

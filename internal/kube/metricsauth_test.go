@@ -11,9 +11,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/evictd/evictd/internal/kube/kubetest"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // TestRealSecureMetrics: the metrics endpoint a Prometheus outside the node
@@ -36,7 +36,7 @@ func TestRealSecureMetrics(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := kubernetes.NewForConfig(srv.ConfigFor(saToken))
+	sa, err := kubeclient.New(srv.ConfigFor(saToken))
 	if err != nil {
 		t.Fatal(err)
 	}

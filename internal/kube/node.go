@@ -9,8 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/host"
+	"github.com/evictd/evictd/internal/kubeclient"
 	"github.com/evictd/evictd/internal/kubeletconfig"
 	"github.com/evictd/evictd/internal/policy"
 )
@@ -28,7 +27,7 @@ const SummaryOff = "none"
 // Options configure evictd on a Kubernetes node.
 type Options struct {
 	Rest   *rest.Config
-	Client kubernetes.Interface // nil: built from Rest
+	Client *kubeclient.Client // nil: built from Rest
 	Node   string
 	Self   Self
 	// Options are what host mode takes too (the policy, the wake-ups, the
@@ -89,7 +88,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	client := o.Client
 	if client == nil {
 		var err error
-		if client, err = kubernetes.NewForConfig(o.Rest); err != nil {
+		if client, err = kubeclient.New(o.Rest); err != nil {
 			return nil, fmt.Errorf("API client: %w", err)
 		}
 	}
@@ -275,10 +274,10 @@ func eqp(a, b *uint64) bool { return (a == nil && b == nil) || (a != nil && b !=
 
 // kubeletVersion reads the Node's kubelet version and warns once when it is
 // not a release whose eviction decisions evictd implements.
-func kubeletVersion(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) string {
+func kubeletVersion(ctx context.Context, client *kubeclient.Client, node string, log *slog.Logger) string {
 	ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
 	defer cancel()
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := client.GetNode(ctx, node)
 	if err != nil {
 		log.Info("cannot read the Node object: the kubelet's version is not checked against the release evictd implements", "node", node, "err", err)
 		return ""

@@ -17,12 +17,11 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // Self identifies evictd's own pod (from the downward API: POD_UID, or
@@ -77,20 +76,20 @@ func (p *Pods) Exclude(uid types.UID) {
 }
 
 // NewPods starts the informer and waits (bounded by ctx) for its first list.
-func NewPods(ctx context.Context, client kubernetes.Interface, node string, self Self) (*Pods, error) {
+func NewPods(ctx context.Context, client *kubeclient.Client, node string, self Self) (*Pods, error) {
 	if node == "" {
 		return nil, errors.New("kube: the node name is empty (set --node-name or NODE_NAME)")
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}))
-	p := &Pods{Node: node, Self: self, informer: f.Core().V1().Pods().Informer(), stop: make(chan struct{})}
+	// The indexer client-go's pod informer has (by namespace), no resync.
+	inf := cache.NewSharedIndexInformer(client.PodListWatch(fields.OneTermEqualSelector("spec.nodeName", node)), &v1.Pod{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p := &Pods{Node: node, Self: self, informer: inf, stop: make(chan struct{})}
 	if podTransform != nil {
 		if err := p.informer.SetTransform(podTransform); err != nil {
 			return nil, fmt.Errorf("kube: pod informer: %w", err)
 		}
 	}
-	f.Start(p.stop)
+	go inf.Run(p.stop)
 	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
 		p.Close()
 		return nil, fmt.Errorf("kube: listing the pods of node %s did not finish: %w", node, context.Cause(ctx))

@@ -11,10 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	podmanifest "github.com/evictd/evictd/deploy/kubernetes/selftest"
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // The self-test in a pod ("evictd selftest --kubernetes"): the same test,
@@ -95,19 +95,19 @@ var imageFailures = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": tr
 
 // PodRun is a created self-test pod.
 type PodRun struct {
-	cs              kubernetes.Interface
+	cs              *kubeclient.Client
 	Namespace, Name string
 }
 
 // StartPod checks that s.Node exists (when the caller may read nodes: without
 // it a wrong name shows as a pod never started) and creates the pod. Once it
 // returns a PodRun, the caller must Delete it.
-func StartPod(ctx context.Context, cs kubernetes.Interface, s PodSpec) (*PodRun, error) {
+func StartPod(ctx context.Context, cs *kubeclient.Client, s PodSpec) (*PodRun, error) {
 	p, err := Pod(s)
 	if err != nil {
 		return nil, err
 	}
-	switch _, err := cs.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{}); {
+	switch _, err := cs.GetNode(ctx, s.Node); {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("no node %q in the cluster (kubectl get nodes)", s.Node)
 	case apierrors.IsForbidden(err):
@@ -115,7 +115,7 @@ func StartPod(ctx context.Context, cs kubernetes.Interface, s PodSpec) (*PodRun,
 	case err != nil:
 		return nil, fmt.Errorf("reading node %q: %w", s.Node, err)
 	}
-	created, err := cs.CoreV1().Pods(s.Namespace).Create(ctx, p, metav1.CreateOptions{})
+	created, err := cs.CreatePod(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("creating the pod in namespace %s: %w%s", s.Namespace, err, forbidden(err, "create pods"))
 	}
@@ -138,10 +138,9 @@ type PodResult struct {
 // by itself: an image that cannot be pulled, no room on the node, a pod the
 // kubelet rejected, or a permission the caller lacks.
 func (r *PodRun) Wait(ctx context.Context, asJSON bool, stdout, stderr io.Writer) (PodResult, error) {
-	pods := r.cs.CoreV1().Pods(r.Namespace)
 	logged := false
 	for {
-		cur, err := pods.Get(ctx, r.Name, metav1.GetOptions{})
+		cur, err := r.cs.GetPod(ctx, r.Namespace, r.Name)
 		if ctx.Err() != nil {
 			return PodResult{}, ctx.Err()
 		}
@@ -226,7 +225,7 @@ func podOutcome(p *corev1.Pod) (code int, done bool, err error) {
 // the selftest's stdout and stderr in one stream; with asJSON copyLog
 // parts them again.
 func (r *PodRun) streamLog(ctx context.Context, asJSON bool, stdout, stderr io.Writer) error {
-	rc, err := r.cs.CoreV1().Pods(r.Namespace).GetLogs(r.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	rc, err := r.cs.PodLogs(ctx, r.Namespace, r.Name, &corev1.PodLogOptions{Follow: true})
 	if err != nil {
 		return err
 	}
@@ -277,12 +276,11 @@ func copyLog(r io.Reader, asJSON bool, stdout, stderr io.Writer) error {
 func (r *PodRun) Delete() error {
 	ctx, cancel := context.WithTimeout(context.Background(), PodDeleteWait)
 	defer cancel()
-	pods := r.cs.CoreV1().Pods(r.Namespace)
-	if err := pods.Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.cs.DeletePod(ctx, r.Namespace, r.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w%s", err, forbidden(err, "delete pods"))
 	}
 	for {
-		_, err := pods.Get(ctx, r.Name, metav1.GetOptions{})
+		_, err := r.cs.GetPod(ctx, r.Namespace, r.Name)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

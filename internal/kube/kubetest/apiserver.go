@@ -32,6 +32,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/evictd/evictd/internal/kubeclient"
 )
 
 // Env switches the tier on.
@@ -63,6 +65,9 @@ type Server struct {
 	Dir    string
 	Admin  *rest.Config
 	Client kubernetes.Interface
+	// API is evictd's own client (internal/kubeclient) as admin, for the
+	// code under test; Client, client-go's clientset, sets the scene.
+	API *kubeclient.Client
 
 	stopAPIServer  func()
 	startAPIServer func() func()
@@ -144,6 +149,9 @@ func Start(t testing.TB, users ...User) *Server {
 	s.stopAPIServer = s.startAPIServer()
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	s.Admin = s.ConfigFor(AdminToken)
+	if s.API, err = kubeclient.New(s.Admin); err != nil {
+		t.Fatal(err)
+	}
 	if s.Client, err = kubernetes.NewForConfig(s.Admin); err != nil {
 		t.Fatal(err)
 	}
