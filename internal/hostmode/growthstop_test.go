@@ -68,7 +68,7 @@ func TestHostGrowthStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs bytes.Buffer
+		var logs logBuffer
 		recs := make(chan agent.Record, 100)
 		h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), NoGrowthStop: false,
 			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
@@ -232,7 +232,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 	if released(mode, c.Memory) {
 		t.Fatal("the killed agent's stop was undone by something else: the test shows nothing")
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	cfg := memoryOnly(t)
 	h, err := New(Options{Options: agent.Options{Policy: cfg, StateFile: state, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {

@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -50,7 +49,7 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	recs := make(chan agent.Record, 100)
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs),
 		Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},

@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -22,7 +21,7 @@ import (
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-func hostOptions(t *testing.T, rootRel string, logs *bytes.Buffer) Options {
+func hostOptions(t *testing.T, rootRel string, logs *logBuffer) Options {
 	t.Helper()
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "100Mi"}})
 	if err != nil {
@@ -53,7 +52,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	first, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +95,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.Metrics = agent.NewMetrics()
 	h, err := New(o)
@@ -184,7 +183,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.Wakeups.MemoryEvents = agent.On
 	h, err := New(o)

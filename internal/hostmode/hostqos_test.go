@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"slices"
@@ -42,7 +41,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
-			opts := Options{Options: agent.Options{Policy: cfg, Log: logTo(&bytes.Buffer{}), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel, Workloads: wf}
+			opts := Options{Options: agent.Options{Policy: cfg, Log: logTo(&logBuffer{}), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel, Workloads: wf}
 			if on {
 				opts.MemoryQoS = &s
 			}

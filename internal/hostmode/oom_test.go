@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -52,7 +51,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	c, _ := sb.Child("small")
 	setLimit(t, sb, c, 32<<20)
 	cfg := memoryOnly(t)
-	var logs bytes.Buffer
+	var logs logBuffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {
@@ -99,7 +98,7 @@ func TestHostEvictionOOMKilledByKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, NoGrowthStop: true, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {

@@ -79,7 +79,7 @@ func waitFor(t *testing.T, guard time.Duration, what string, cond func() (bool, 
 // syncOnce wires the host with cfg on the sandbox and runs one synchronize.
 func syncOnce(t *testing.T, sb *sandbox.Sandbox, cfg policy.Config, dryRun bool) agent.Record {
 	t.Helper()
-	var logs bytes.Buffer
+	var logs logBuffer
 	h, err := New(Options{Options: agent.Options{Policy: cfg, DryRun: dryRun, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel,
 		GoneTimeout: 10 * time.Second})
 	if err != nil {

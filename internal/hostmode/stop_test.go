@@ -1,7 +1,6 @@
 package hostmode
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -46,7 +45,7 @@ func TestStopKeepsGracePeriodAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgps := int64(grace)
-	var logs bytes.Buffer
+	var logs logBuffer
 	o := hostOptions(t, sb.Parent.Rel, &logs)
 	o.Policy = cfg
 	o.Workloads = &workload.File{Workloads: []workload.Spec{{Name: "victim", Cgroup: "victim", TerminationGracePeriodSeconds: &tgps}}}
@@ -176,7 +175,7 @@ func TestStartThawsWorkloadLeftFrozen(t *testing.T) {
 			t.Fatal("never froze")
 		}
 	}
-	var logs bytes.Buffer
+	var logs logBuffer
 	host, err := New(hostOptions(t, sb.Parent.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)
