@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 // hangGuard fails the test when f does not return within d: the faults
@@ -284,7 +284,7 @@ func TestHealthyWhileEvicting(t *testing.T) {
 	w.avail = func(time.Time) int64 { return 500 * mi }
 	release := make(chan struct{})
 	in := make(chan struct{})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
 		Observer: sources{w, w}, Evictor: blockingEvictor{w, in, release}, Clock: clock, Log: slogTo(&logs)})
 	if err != nil {
@@ -334,19 +334,6 @@ func countFDs(t *testing.T) int {
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // Under steady pressure the decision log gets a record when something
 // changes and a heartbeat, not one per synchronize; the ranking only where
 // an eviction was decided; and each record says how many synchronizes it
@@ -361,7 +348,7 @@ func TestDecisionLogUnderSteadyPressure(t *testing.T) {
 		}
 		return 500*mi + int64(now.Sub(t0)/time.Second)%50*mi // met; the amount moves
 	}
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	dl := NewDecisionLog(&buf)
 	seen := 0
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
@@ -434,7 +421,7 @@ func TestDecisionLogHeartbeatOnly(t *testing.T) {
 	w := newWorld(clock)
 	w.pods = nil // nothing to evict: the engine decides no eviction
 	w.avail = func(now time.Time) int64 { return 500*mi + int64(now.Sub(t0)/time.Second)%50*mi }
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	dl := NewDecisionLog(&buf)
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
 		Observer: sources{w, w}, Evictor: w, Clock: clock, Log: logTo(&bytes.Buffer{}), DecisionLog: dl})

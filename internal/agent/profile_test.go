@@ -16,6 +16,7 @@ import (
 
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 // slowWorld is world whose soft kills take their grace period: a kill with
@@ -133,7 +134,7 @@ func TestHardPreemptsSoft(t *testing.T) {
 		var hard bool
 		eng := softThenHard(t, w.world, &hard, prof)
 		waker := notify.NewWaker()
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		first := make(chan struct{})
 		var once sync.Once
 		a, err := New(Config{Engine: eng, Observer: sources{w, w}, Evictor: w, Clock: clock, Waker: waker,

@@ -20,6 +20,7 @@ import (
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -68,7 +69,7 @@ func TestHostGrowthStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		recs := make(chan agent.Record, 100)
 		h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), NoGrowthStop: false,
 			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
@@ -232,7 +233,7 @@ func TestHostUndoesGrowthStopLeftByCrash(t *testing.T) {
 	if released(mode, c.Memory) {
 		t.Fatal("the killed agent's stop was undone by something else: the test shows nothing")
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	cfg := memoryOnly(t)
 	h, err := New(Options{Options: agent.Options{Policy: cfg, StateFile: state, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {

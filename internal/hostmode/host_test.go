@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
@@ -49,7 +50,7 @@ func TestHostEvictsOnWakeup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	recs := make(chan agent.Record, 100)
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs),
 		Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Off, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},

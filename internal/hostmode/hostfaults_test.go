@@ -16,12 +16,13 @@ import (
 	"github.com/evictd/evictd/internal/cgroup"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
 
-func hostOptions(t *testing.T, rootRel string, logs *logBuffer) Options {
+func hostOptions(t *testing.T, rootRel string, logs *syncbuf.Buffer) Options {
 	t.Helper()
 	cfg, err := policy.ConfigFromKubelet(&kubeletconfigv1beta1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "100Mi"}})
 	if err != nil {
@@ -52,7 +53,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	first, err := New(hostOptions(t, inner.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.Metrics = agent.NewMetrics()
 	h, err := New(o)
@@ -183,7 +184,7 @@ func TestRootRecreatedWakeupsV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	o := hostOptions(t, root.Rel, &logs)
 	o.Wakeups.MemoryEvents = agent.On
 	h, err := New(o)

@@ -12,6 +12,7 @@ import (
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/host"
 	"github.com/evictd/evictd/internal/memqos"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -41,7 +42,7 @@ func TestHostKeepsMemoryQoS(t *testing.T) {
 			s := memqos.DefaultSettings()
 			s.ReservationPolicy = memqos.ReservationTiered
 			s.MemoryCapacity, s.NodeAllocatableMemory = 8<<30, 8<<30
-			opts := Options{Options: agent.Options{Policy: cfg, Log: logTo(&logBuffer{}), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel, Workloads: wf}
+			opts := Options{Options: agent.Options{Policy: cfg, Log: logTo(&syncbuf.Buffer{}), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel, Workloads: wf}
 			if on {
 				opts.MemoryQoS = &s
 			}

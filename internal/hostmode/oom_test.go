@@ -13,6 +13,7 @@ import (
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 )
@@ -51,7 +52,7 @@ func TestHostReportsKernelOOMKill(t *testing.T) {
 	c, _ := sb.Child("small")
 	setLimit(t, sb, c, 32<<20)
 	cfg := memoryOnly(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {
@@ -98,7 +99,7 @@ func TestHostEvictionOOMKilledByKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	m := agent.NewMetrics()
 	h, err := New(Options{Options: agent.Options{Policy: cfg, Log: logTo(&logs), Metrics: m, NoGrowthStop: true, Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel})
 	if err != nil {

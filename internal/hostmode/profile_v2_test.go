@@ -16,6 +16,7 @@ import (
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
 	"github.com/evictd/evictd/test/vm/vmtest"
@@ -79,7 +80,7 @@ func waitFor(t *testing.T, guard time.Duration, what string, cond func() (bool, 
 // syncOnce wires the host with cfg on the sandbox and runs one synchronize.
 func syncOnce(t *testing.T, sb *sandbox.Sandbox, cfg policy.Config, dryRun bool) agent.Record {
 	t.Helper()
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	h, err := New(Options{Options: agent.Options{Policy: cfg, DryRun: dryRun, Log: logTo(&logs), Wakeups: agent.NoWakeups}, WorkloadRoot: sb.Parent.Rel,
 		GoneTimeout: 10 * time.Second})
 	if err != nil {

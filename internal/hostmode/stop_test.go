@@ -14,6 +14,7 @@ import (
 	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	cgroupv2 "github.com/evictd/evictd/internal/cgroup/v2"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 	"github.com/evictd/evictd/internal/workload/sandbox/sandboxtest"
@@ -45,7 +46,7 @@ func TestStopKeepsGracePeriodAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgps := int64(grace)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	o := hostOptions(t, sb.Parent.Rel, &logs)
 	o.Policy = cfg
 	o.Workloads = &workload.File{Workloads: []workload.Spec{{Name: "victim", Cgroup: "victim", TerminationGracePeriodSeconds: &tgps}}}
@@ -175,7 +176,7 @@ func TestStartThawsWorkloadLeftFrozen(t *testing.T) {
 			t.Fatal("never froze")
 		}
 	}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	host, err := New(hostOptions(t, sb.Parent.Rel, &logs))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,25 +28,13 @@ import (
 	"github.com/evictd/evictd/internal/collect"
 	"github.com/evictd/evictd/internal/kube/kubetest"
 	"github.com/evictd/evictd/internal/policy"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 const saToken = "evictd-serviceaccount-token"
 
 // The ServiceAccount and namespace deploy/kubernetes/ installs.
 const deployNamespace, deploySA = "kube-system", "evictd"
-
-// syncBuffer is a log sink safe for the agent's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // installDeploy applies deploy/kubernetes/ as a user does.
 func installDeploy(t *testing.T, srv *kubetest.Server) {
@@ -131,7 +117,7 @@ type nodeSetup struct {
 	hogDir         string // hog's container cgroup
 	smallDir       string // small's container cgroup
 	cfg            policy.Config
-	logs           *syncBuffer
+	logs           *syncbuf.Buffer
 }
 
 func setupNode(t *testing.T) *nodeSetup {
@@ -168,7 +154,7 @@ func setupNode(t *testing.T) *nodeSetup {
 		t.Fatal(err)
 	}
 	s := &nodeSetup{srv: srv, ns: ns, pods: pods, self: self, hog: hog, hogProc: hogProc, pause: pause, hogDir: filepath.Join(cgrouptest.V1Memory, hogDir),
-		smallDir: filepath.Join(cgrouptest.V1Memory, smallDir), cfg: cfg, logs: &syncBuffer{}}
+		smallDir: filepath.Join(cgrouptest.V1Memory, smallDir), cfg: cfg, logs: &syncbuf.Buffer{}}
 	// A failed wait (t.Fatal) ends the test before it logs what evictd did.
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/agent"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 // TestRecorderNeverBlocksAndLogsPerChange: Post returns while the API
@@ -16,7 +17,7 @@ import (
 // failures are logged once when they start and once when they end, never
 // per write.
 func TestRecorderNeverBlocksAndLogsPerChange(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	m := agent.NewMetrics()
 	r := NewRecorder("Events", agent.OutputEvents, 2, time.Minute, m, slog.New(slog.NewTextHandler(logs, nil)))
 	defer r.Close(time.Second)

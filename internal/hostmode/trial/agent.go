@@ -1,14 +1,13 @@
 package trial
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 
 	"github.com/evictd/evictd/internal/agent"
 	"github.com/evictd/evictd/internal/hostmode"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 // defaultRecords is the records channel's capacity: a trial waits for one
@@ -39,7 +38,7 @@ type Agent struct {
 
 	t       *Trial
 	recs    chan agent.Record
-	log     *lockedBuffer // nil: the caller's own Log
+	log     *syncbuf.Buffer // nil: the caller's own Log
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started bool
@@ -61,7 +60,7 @@ func (t *Trial) NewAgent(o AgentOptions) (*Agent, error) {
 	ho := o.Options
 	ho.WorkloadRoot = t.Sandbox.Parent.Rel
 	if ho.Log == nil {
-		a.log = &lockedBuffer{}
+		a.log = &syncbuf.Buffer{}
 		ho.Log = slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	onRecord, keep := o.OnRecord, o.Keep
@@ -126,23 +125,4 @@ func (a *Agent) Log() string {
 		return ""
 	}
 	return a.log.String()
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader: the
-// agent (or a hog's stderr copier) writes while a failing trial reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

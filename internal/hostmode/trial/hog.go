@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/evictd/evictd/internal/syncbuf"
 	"github.com/evictd/evictd/internal/workload/hog"
 	"github.com/evictd/evictd/internal/workload/sandbox"
 )
@@ -14,7 +15,7 @@ type Hog struct {
 	Cmd    *exec.Cmd
 	done   chan struct{}
 	exited time.Time
-	stderr lockedBuffer
+	stderr syncbuf.Buffer
 }
 
 // StartHog starts Options.Exe as a hog following script (hog.ParseScript)
