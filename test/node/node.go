@@ -449,7 +449,15 @@ func (c *Cluster) StopAPIServer(t testing.TB) (restart func()) {
 // kubelet is a systemd unit: systemctl restarts it.
 func (c *Cluster) RestartKubelet(t testing.TB) {
 	t.Helper()
-	restarted := time.Now()
+	// A node condition's heartbeat is a metav1.Time, stored in whole
+	// seconds, and the kubelet posts its status again only on a change or
+	// every nodeStatusReportFrequency (5 min). A new kubelet that
+	// registered within the second its restart began (0.9 s on a fresh CI
+	// machine) posted a heartbeat that read as before a restart time with
+	// nanoseconds, and the wait below ran out. So the restart begins on a
+	// whole second, and a heartbeat in that second or later counts.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	restarted := time.Now().Truncate(time.Second)
 	if c.Systemd {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -467,7 +475,7 @@ func (c *Cluster) RestartKubelet(t testing.TB) {
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(restarted), nil
+				return cond.Status == corev1.ConditionTrue && !cond.LastHeartbeatTime.Time.Before(restarted), nil
 			}
 		}
 		return false, nil
