@@ -54,6 +54,9 @@ type oomTrial struct {
 	Wake   time.Duration `json:"wake"`
 	Agent  time.Duration `json:"agent"`
 	Source string        `json:"source"`
+	// Early: the stop was placed on the crossing's wake-up, before the
+	// synchronize (agent.GrowthStop.Early); Wake is then that wake-up's.
+	Early bool `json:"early"`
 }
 
 // oomResult is a cell's trials, as printed (and sent from the VM).
@@ -68,8 +71,10 @@ type oomResult struct {
 
 // stopSlack is how close to its peak the usage counts as stopped: the last
 // page faults in flight when the limit was written, and the v2 throttle's
-// first allowance above memory.high.
-const stopSlack = 1 << 20
+// first allowance above memory.high. It is the v1 hold's margin
+// (actuate.memoryLimitMargin): with a slack wider than what the hold lets
+// through, a stop that came late still read as at the crossing.
+const stopSlack = 256 << 10
 
 // oomCells is the matrix the flags ask for.
 func oomCells(ramps, terms, headrooms, stops string, scale float64) ([]oomCell, error) {
@@ -258,7 +263,10 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 		}
 		for _, a := range rec.Actions {
 			if a.Stop != nil && a.Stop.Error == "" {
-				res.Agent = a.Stop.AfterTrigger
+				res.Agent, res.Early = a.Stop.AfterTrigger, a.Stop.Early
+				// From the wake-up the stop answered, which for an early
+				// stop may come before the deciding synchronize's trigger.
+				res.Wake = a.Stop.At.Add(-a.Stop.AfterTrigger).Sub(crossT)
 			}
 		}
 	}
@@ -329,7 +337,7 @@ func printOOMMatrix(rs []oomResult, trials int) {
 	fmt.Printf("OOM avoidance: a hog runs past its sandbox's limit with a hard threshold at <headroom> available; %d trials per cell (%s)\n",
 		trials, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\twhere\tramp\tmeasured\tSIGTERM\theadroom\tOOM kill\tstopped p50\tstopped p99\tover\tempty p50\tempty p99\tby evictd\tby kernel\twake p50/p99\tagent p50/p99\tfailed\tload avg\t")
+	fmt.Fprintln(tw, "variant\twhere\tramp\tmeasured\tSIGTERM\theadroom\tOOM kill\tstopped p50\tstopped p99\tover\tempty p50\tempty p99\tby evictd\tby kernel\tearly\twake p50/p99\tagent p50/p99\tfailed\tload avg\t")
 	for _, r := range rs {
 		c := r.Cell
 		term := "ignored"
@@ -339,6 +347,7 @@ func printOOMMatrix(rs []oomResult, trials int) {
 		var stopped, empty, wake, agentT []time.Duration
 		var rates []float64
 		var over int64
+		early := 0
 		by := map[string]int{}
 		for _, t := range r.Trials {
 			stopped = append(stopped, t.Stopped)
@@ -350,6 +359,9 @@ func printOOMMatrix(rs []oomResult, trials int) {
 			rates = append(rates, t.Rate)
 			over = max(over, t.Peak)
 			by[t.By]++
+			if t.Early {
+				early++
+			}
 		}
 		for _, d := range [][]time.Duration{stopped, wake, agentT} {
 			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
@@ -364,16 +376,17 @@ func printOOMMatrix(rs []oomResult, trials int) {
 		if len(rates) > 0 {
 			rate = fmt.Sprintf("%.1f GiB/s", rates[len(rates)/2]/(1<<30))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s / %s\t%s / %s\t%d\t%s\t\n", c.variant(), where, c.Ramp, rate, term, q(c.Headroom),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s / %s\t%s / %s\t%d\t%s\t\n", c.variant(), where, c.Ramp, rate, term, q(c.Headroom),
 			r.oomTrials(), len(r.Trials), ms(pct(stopped, 50)), ms(pct(stopped, 99)), mib(over), ms(pct(empty, 50)), ms(pct(empty, 99)),
-			by["evictd"], by["kernel"], ms(pct(wake, 50)), ms(pct(wake, 99)), ms(pct(agentT, 50)), ms(pct(agentT, 99)), r.Failed, r.Load)
+			by["evictd"], by["kernel"], early, ms(pct(wake, 50)), ms(pct(wake, 99)), ms(pct(agentT, 50)), ms(pct(agentT, 99)), r.Failed, r.Load)
 	}
 	tw.Flush()
 	fmt.Println("OOM kill = trials with any kernel OOM kill in the sandbox (its counters or an oom-kill record naming it in the kernel log);")
-	fmt.Println("stopped = crossing → the sandbox's usage within 1 MiB of its peak for good (with an OOM kill: the kill at the limit);")
+	fmt.Println("stopped = crossing → the sandbox's usage within 256 KiB of its peak for good (with an OOM kill: the kill at the limit);")
 	fmt.Println("over = the highest peak above the crossing; empty = crossing → the hog gone (1 s hard-eviction grace; SIGTERM obeyed ends it at once).")
 	fmt.Println("measured = the hog's median allocation rate before the crossing; ramps of N threads touch memory at full speed.")
-	fmt.Println("wake = crossing → the deciding synchronize's trigger (the kernel wake-up); agent = that trigger → the stop in force.")
+	fmt.Println("wake = crossing → the kernel wake-up the stop answered; agent = that wake-up → the stop in force;")
+	fmt.Println("early = stops placed on that wake-up before the synchronize, on the pod the last one ranked first (agent/earlystop.go).")
 	seen := map[string]bool{}
 	for _, r := range rs {
 		if !seen[r.Where] {

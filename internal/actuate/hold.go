@@ -84,8 +84,12 @@ const memoryHighUnder = 10
 // and the write (about 0.1 MiB at 5 GiB/s in the 20 µs between them). A
 // limit the usage has already passed makes the kernel reclaim in the
 // writer's context and then fail with EBUSY; each retry doubles the margin.
+// What the margin lets through is growth after the stop: 1 MiB took a hog
+// paced at 500 MiB/s 2 ms to reach, and growth stopped 7.5 ms after the
+// crossing in one trial of ten (bench/latency.sh -oom); 256 KiB is 0.5 ms
+// at that pace.
 const (
-	memoryLimitMargin  = 1 << 20
+	memoryLimitMargin  = 256 << 10
 	memoryLimitRetries = 5
 )
 
@@ -296,20 +300,23 @@ func (h *Hold) memoryLimit(dir string) error {
 	if err != nil {
 		return err
 	}
+	// The OOM killer first: with the limit first, an allocation at the
+	// new limit could be OOM-killed before it is off.
+	if !oc.OOMKillDisable && !h.DryRun {
+		if err := h.write(dir, "memory.oom_control", 0, 1); err != nil {
+			return err
+		}
+	}
+	// The usage last, just before the limit's write: what the workload
+	// adds in between passes the hold.
 	usage, err := cgroupv1.ReadMemoryUsageInBytes(dir)
 	if err != nil {
+		h.undo()
 		return err
 	}
 	h.Usage, h.Limit = usage, min(usage+memoryLimitMargin, prev)
 	if h.DryRun {
 		return nil
-	}
-	// The OOM killer first: with the limit first, an allocation at the
-	// new limit could be OOM-killed before it is off.
-	if !oc.OOMKillDisable {
-		if err := h.write(dir, "memory.oom_control", 0, 1); err != nil {
-			return err
-		}
 	}
 	if prev <= usage+memoryLimitMargin {
 		return nil // its own limit already holds it

@@ -218,6 +218,8 @@ type Agent struct {
 	holds     map[types.UID]*actuate.Hold // victims held, until gone or abandoned
 	holdsFile *HoldsFile                  // nil without a state file or in a dry run
 	oom       oomWatch
+	earlyOn   bool       // the early growth stop is installed on the waker (earlystop.go)
+	es        earlyState // shared with the waker's hook
 
 	state     *stateWriter // nil without a state file or in a dry run
 	logFilter logFilter
@@ -334,6 +336,10 @@ type Record struct {
 	// decision log were left out of it because nothing but the observed
 	// amounts changed (logFilter).
 	Omitted int `json:"omitted,omitempty"`
+	// EarlyStopUndone is the growth stop the wake-up placed on a pod that
+	// this synchronize did not evict, undone before any eviction started
+	// (earlystop.go); a confirmed one is its eviction's Stop.
+	EarlyStopUndone *GrowthStop `json:"earlyStopUndone,omitempty"`
 }
 
 // Action is one thing the agent did for a Decision.
@@ -408,6 +414,13 @@ type GrowthStop struct {
 	Took         time.Duration `json:"tookNs"`
 	DryRun       bool          `json:"dryRun,omitempty"`
 	Error        string        `json:"error,omitempty"`
+	// Early: placed on the kernel's wake-up, on the pod the previous
+	// synchronize ranked first for a hard memory eviction, before this
+	// synchronize read anything (earlystop.go); At and AfterTrigger are
+	// when that stop took hold.
+	Early bool `json:"early,omitempty"`
+	// Pod is the pod held, for an early stop undone (Record.EarlyStopUndone).
+	Pod *policy.PodRef `json:"pod,omitempty"`
 	// Released says why the hold was undone within this synchronize.
 	Released string `json:"released,omitempty"`
 }
@@ -427,9 +440,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		wake = a.cfg.Waker.C()
 	}
 	trig := Trigger{Reason: "start", At: clk.Now()}
+	if hk, ok := a.cfg.Waker.(earlyHook); ok && a.cfg.Holder != nil && !a.cfg.DryRun {
+		hk.OnWake(a.onWake)
+		a.earlyOn = true
+		defer hk.OnWake(nil)
+	}
 	// A hold is never left behind by an agent that has stopped: the
 	// victim would stay at its limit with nothing to end it.
 	defer func() {
+		a.endEarly()
 		a.releaseHolds(nil)
 		if a.holdsFile != nil {
 			a.holdsFile.Close()
@@ -700,6 +719,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		}
 		acts[i] = act
 	}
+	rec.EarlyStopUndone = a.undoEarly(start, trig)
 	a.logStateChanges(d) // before the kills, so the log reads in order
 	for i := range acts {
 		act := &acts[i]
@@ -779,6 +799,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	}
 	a.watchOOM(&rec, nil)
 	rec.Decision = d
+	a.arm(summary, pods)
 	a.syncs++
 	a.lastSync.Store(clk.Now().UnixNano())
 	if a.cfg.Metrics != nil {
@@ -844,6 +865,9 @@ func (a *Agent) hold(trig Trigger, pod *v1.Pod, ev policy.Eviction) *GrowthStop 
 	if !ok || a.cfg.Holder == nil {
 		return nil
 	}
+	if e := a.takeEarly(pod.UID); e != nil {
+		return a.confirmEarly(e)
+	}
 	if h := a.holds[pod.UID]; h != nil {
 		return growthStop(h, a.cfg.Clock.Now(), trig)
 	}
@@ -893,20 +917,6 @@ func (a *Agent) release(uid types.UID, gs *GrowthStop, why string) {
 	if gs != nil {
 		gs.Released = why
 	}
-}
-
-// saveHolds hands the stops in force to the holds file's writer.
-func (a *Agent) saveHolds() {
-	if a.holdsFile == nil {
-		return
-	}
-	recs := make([]actuate.HoldRecord, 0, len(a.holds))
-	for _, h := range a.holds {
-		if r := h.Record(); len(r.Writes) > 0 {
-			recs = append(recs, r)
-		}
-	}
-	a.holdsFile.Set(recs)
 }
 
 // releaseHolds undoes the holds of the victims that active (the pods just

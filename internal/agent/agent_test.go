@@ -34,9 +34,15 @@ type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
 	manual bool
+	tick   time.Duration // each Now moves the clock on by this much (0: not)
 }
 
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.tick)
+	return c.now
+}
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	if c.manual {

@@ -98,7 +98,13 @@ type WakeupConfig struct {
 	FastMin, FastMax time.Duration
 	// ReadPodsMemory reads the pods' parent working set cheaply (bytes).
 	ReadPodsMemory func() (workingSet uint64, err error)
-	Log            *slog.Logger
+	// Arm wakes a synchronize also as a hard memory threshold comes near
+	// (ArmAhead before it on v1, at each halving of the headroom in the
+	// fast poll), so that the agent has its victim ranked and ready for
+	// the early growth stop when the crossing's wake-up comes
+	// (earlystop.go). Off without a growth stop or in a dry run.
+	Arm bool
+	Log *slog.Logger
 }
 
 // psiParams are the PSI trigger's stall and window, defaulted.
@@ -207,7 +213,7 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	if cfg.FastPoll && cfg.ReadPodsMemory != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
-		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax,
+		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax, Arm: cfg.Arm,
 			OnError: func(err error) { w.log.Warn("fast poll cannot read the pods' memory", "err", err) }}
 		w.fast = fp
 		go fp.Run(ctx)
@@ -293,6 +299,10 @@ func (w *Wakeups) failOnce(what string, err error) {
 // C delivers the wake-ups.
 func (w *Wakeups) C() <-chan notify.Wake { return w.waker.C() }
 
+// OnWake has f called with every wake-up on the notifier's goroutine
+// (notify.Waker.OnWake).
+func (w *Wakeups) OnWake(f func(notify.Wake)) { w.waker.OnWake(f) }
+
 // Sink lets others (tests, the demo) inject wake-ups.
 func (w *Wakeups) Sink() notify.Sink { return w.waker }
 
@@ -304,7 +314,8 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 	w.rewatchRoot()
 	pods := podsMemory(s)
 	var heads []int64
-	var moves []memcgMove
+	var keys []string
+	var moves, arming []memcgMove
 	for _, r := range resolved {
 		t := r.Threshold
 		var ms *statsv1alpha1.MemoryStats
@@ -322,24 +333,24 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 		}
 		capacity, thr := r.Observation.Capacity.Value(), r.Quantity.Value()
 		heads = append(heads, r.Observation.Available.Value()-thr)
+		key := t.String()
+		if !t.Hard() {
+			key = "" // the early stop is for hard thresholds only
+		}
+		keys = append(keys, key)
 		if !w.cfg.MemcgThresholds || w.cfg.V2 || dir == "" {
 			continue
 		}
-		key := t.String()
-		w.mu.Lock()
-		m := w.memcg[key]
-		if m == nil {
-			m = notify.NewMemcgThreshold(w.poller, w.waker, string(t.Signal), dir)
-			if w.cfg.RefreshInterval > 0 {
-				m.RefreshInterval = w.cfg.RefreshInterval
-			}
-			w.memcg[key] = m
-		}
-		w.mu.Unlock()
 		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
-		moves = append(moves, memcgMove{m: m, key: key, dir: dir, now: now,
-			usageThr: notify.UsageThreshold(capacity, thr, inactive), usage: int64(*ms.UsageBytes)})
+		usageThr := notify.UsageThreshold(capacity, thr, inactive)
+		moves = append(moves, w.memcgMove(t.String(), string(t.Signal), key, dir, now, usageThr, int64(*ms.UsageBytes)))
+		if w.cfg.Arm && t.Hard() && usageThr > ArmAhead {
+			arming = append(arming, w.memcgMove(t.String()+" (arming)", string(t.Signal)+" arming", "", dir, now, usageThr-ArmAhead, int64(*ms.UsageBytes)))
+		}
 	}
+	// After the thresholds' own: each registration waits for an RCU grace
+	// period (moveMemcg), and the crossings matter more.
+	moves = append(moves, arming...)
 	if len(moves) > 0 {
 		w.moveMu.Lock()
 		w.moves = moves
@@ -353,9 +364,35 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 	if pods != nil && pods.WorkingSetBytes != nil && len(heads) > 0 {
 		w.headroomBase.Store(&headroomBase{podsWS: int64(*pods.WorkingSetBytes), headrooms: heads})
 		if w.fast != nil {
-			w.fast.Rebase(heads)
+			w.fast.Rebase(heads, keys)
 		}
 	}
+}
+
+// ArmAhead is how far below a hard memory threshold's usage level the v1
+// arming threshold sits (Arm): the synchronize it wakes should be over
+// before the crossing. At 5 GiB/s, two threads touching memory at this
+// machine's full speed, 32 MiB lasts 6 ms, several synchronizes of a
+// quiet host (0.5–1 ms) or one beside the allocator; slower ramps are
+// armed further ahead.
+const ArmAhead = 32 << 20 // bytes
+
+// memcgMove returns the move of the memcg notifier named key (created on
+// first use; label names its wake-ups, crossed is its notify Key) to
+// usageThr.
+func (w *Wakeups) memcgMove(key, label, crossed, dir string, now time.Time, usageThr, usage int64) memcgMove {
+	w.mu.Lock()
+	m := w.memcg[key]
+	if m == nil {
+		m = notify.NewMemcgThreshold(w.poller, w.waker, label, dir)
+		m.Key = crossed
+		if w.cfg.RefreshInterval > 0 {
+			m.RefreshInterval = w.cfg.RefreshInterval
+		}
+		w.memcg[key] = m
+	}
+	w.mu.Unlock()
+	return memcgMove{m: m, key: key, dir: dir, now: now, usageThr: usageThr, usage: usage}
 }
 
 // moveMemcg carries out the memcg threshold moves Update hands over, the

@@ -89,10 +89,14 @@ func TestHostGrowthStop(t *testing.T) {
 		// The eviction's record comes once the kill is over, at about
 		// the time the hog's exit is seen: wait for both.
 		var evict *agent.Record
+		var armedAt time.Time // when a synchronize woken to arm ended, the hog running
 		hogDone := hg.Done
 		for evict == nil || hogDone != nil {
 			select {
 			case r := <-recs:
+				if evict == nil && strings.HasSuffix(r.Trigger.Source, " arming") {
+					armedAt = time.Now()
+				}
 				for _, a := range r.Actions {
 					if a.Kind == "evict" && evict == nil {
 						evict = &r
@@ -119,8 +123,19 @@ func TestHostGrowthStop(t *testing.T) {
 		if n := heldBack(t, mode, c.Memory); n == 0 {
 			t.Fatal("the kernel never held the hog back: the stop was not what kept the OOM killer away")
 		}
-		t.Logf("stopped by %s at %d bytes, %s after the %s trigger (%s); evicted by %s",
-			act.Stop.Mechanism, act.Stop.Limit, act.Stop.AfterTrigger, evict.Trigger.Reason, evict.Trigger.Source, act.Result.Method)
+		t.Logf("stopped by %s at %d bytes, %s after the %s trigger (%s), early %v (armed %v before it); evicted by %s",
+			act.Stop.Mechanism, act.Stop.Limit, act.Stop.AfterTrigger, evict.Trigger.Reason, evict.Trigger.Source, act.Stop.Early,
+			evict.Trigger.At.Sub(armedAt), act.Result.Method)
+		// The early stop: a synchronize that the arming wake-up ran had
+		// ranked the hog before the crossing's wake-up came, so that
+		// wake-up stopped it before its own synchronize. (A loaded machine
+		// may still be inside the arming synchronize at the crossing: then
+		// the synchronize after it stops the hog, as it would without.)
+		if !armedAt.IsZero() && armedAt.Before(evict.Trigger.At) && !act.Stop.Early {
+			t.Errorf("armed %v before the crossing's wake-up, yet the stop was the synchronize's (%+v); logs:\n%s",
+				evict.Trigger.At.Sub(armedAt), act.Stop, logs.String())
+		}
+
 		// The agent's next synchronize finds the workload gone and
 		// gives its cgroup its limits back.
 		for deadline := time.Now().Add(30 * time.Second); !released(mode, c.Memory); time.Sleep(20 * time.Millisecond) {

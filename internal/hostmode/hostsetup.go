@@ -125,6 +125,7 @@ func New(o Options) (*Host, error) {
 			return m.WorkingSet, err
 		},
 		Log: o.Log,
+		Arm: !o.NoGrowthStop && !o.DryRun,
 	}
 	o.Wakeups.Apply(&wc, eng.Thresholds())
 	wk, err := agent.NewWakeups(wc)

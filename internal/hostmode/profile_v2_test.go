@@ -149,7 +149,11 @@ func TestReclaimFirstV2(t *testing.T) {
 	if got := evictedNames(kubelet); len(got) != 1 || got[0] != "cache" {
 		t.Fatalf("kubelet profile evicts %v, want [cache] (its working set counts the active page cache)", got)
 	}
-	before := readStat(t, cache.Memory, "memory.stat")
+	// The whole root's file pages: memory.reclaim is written there, and
+	// the kernel takes page cache from any workload under it (the other
+	// hog's text among it: the VM tier once saw the cache workload alone
+	// give 0.6 MiB less than asked).
+	before := readStat(t, sb.Parent.Memory, "memory.stat")
 
 	cfg.Profile = policy.Profile{ReclaimFirst: true}
 	rec := syncOnce(t, sb, cfg, false)
@@ -163,7 +167,7 @@ func TestReclaimFirstV2(t *testing.T) {
 	}
 	// The page cache is what went: at least what the working set had to
 	// shrink by (the kernel reclaims in batches, often more).
-	after := readStat(t, cache.Memory, "memory.stat")
+	after := readStat(t, sb.Parent.Memory, "memory.stat")
 	fileBefore, fileAfter := before["active_file"]+before["inactive_file"], after["active_file"]+after["inactive_file"]
 	if fileBefore-fileAfter < rec.Decision.MemoryReclaim.Bytes {
 		t.Fatalf("file pages %d → %d: less than the %d the working set had to shrink by", fileBefore, fileAfter, rec.Decision.MemoryReclaim.Bytes)

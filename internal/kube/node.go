@@ -166,6 +166,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return m.WorkingSet, err
 	}
 	wc.Log = o.Log
+	wc.Arm = !o.NoGrowthStop && !dry
 	wk, err := agent.NewWakeups(wc)
 	if err != nil {
 		return nil, err

@@ -42,11 +42,67 @@ type FastPoll struct {
 	RampRate int64 // bytes per second the interval is sized for
 	// OnError is called once per run of consecutive errors (optional).
 	OnError func(error)
+	// Arm also wakes the sink as a named (hard) threshold comes near: when
+	// its headroom has halved since the last Rebase, once per Rebase, down
+	// to ArmFloor. The synchronize it runs ranks the pods again, so that
+	// the agent's early growth stop has its victim ready for the crossing
+	// (agent/earlystop.go); a ramp from far away runs about log2 of
+	// (headroom / ArmFloor) such synchronizes.
+	Arm bool
 
 	once   sync.Once
 	mu     sync.Mutex
-	rebase *int          // thresholds met in the Summary a synchronize just saw, not yet taken up by Run
+	rebase *rebase       // the Summary a synchronize just saw, not yet taken up by Run
 	kick   chan struct{} // Rebase → Run, buffered 1
+}
+
+// rebase is what Rebase hands to Run.
+type rebase struct {
+	heads []int64  // per threshold, its headroom in the Summary
+	met   []bool   // per threshold, met in the Summary
+	keys  []string // per threshold, its name for Wake.Crossed ("" or short: none)
+}
+
+// ArmFloor is the smallest headroom at which the poll still wakes a
+// synchronize to arm the early growth stop (Arm): below it, the next
+// halving is a few milliseconds of a fast ramp away and the crossing
+// comes first.
+const ArmFloor = 8 << 20 // bytes
+
+// arming is the first named threshold, not met, whose headroom fell to
+// half or less of the rebase's (at least ArmFloor); fired marks those
+// that already woke one since the rebase. -1 if none.
+func arming(base, hs []int64, keys []string, fired []bool) int {
+	for i, h := range hs {
+		if i >= len(base) || i >= len(keys) || i >= len(fired) || keys[i] == "" || fired[i] {
+			continue
+		}
+		if h >= 0 && base[i] >= 2*ArmFloor && h <= base[i]/2 {
+			return i
+		}
+	}
+	return -1
+}
+
+// metSet is which headrooms are negative (thresholds met).
+func metSet(hs []int64) []bool {
+	out := make([]bool, len(hs))
+	for i, h := range hs {
+		out[i] = h < 0
+	}
+	return out
+}
+
+// crossed is the key of the first threshold met in now that was not in
+// prev ("" when none, or when the keys do not name it). The headrooms keep
+// their order between rebases: Wakeups builds both from the same list.
+func crossed(prev, now []bool, keys []string) string {
+	for i, m := range now {
+		if m && (i >= len(prev) || !prev[i]) && i < len(keys) {
+			return keys[i]
+		}
+	}
+	return ""
 }
 
 func (f *FastPoll) init() { f.once.Do(func() { f.kick = make(chan struct{}, 1) }) }
@@ -56,11 +112,12 @@ func (f *FastPoll) init() { f.once.Do(func() { f.kick = make(chan struct{}, 1) }
 // HeadroomFunc now counts from that Summary. Run reads the headroom again
 // at once — its sleep was planned on the old baseline, perhaps before there
 // was any (1 s) — and wakes the sink if a threshold has crossed since.
-func (f *FastPoll) Rebase(headrooms []int64) {
+// keys name the thresholds, in the headrooms' order (nil: unnamed); a
+// wake-up on which one of them became met carries its key as Wake.Crossed.
+func (f *FastPoll) Rebase(headrooms []int64, keys []string) {
 	f.init()
-	met, _ := metAndNearest(headrooms)
 	f.mu.Lock()
-	f.rebase = &met
+	f.rebase = &rebase{heads: headrooms, met: metSet(headrooms), keys: keys}
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -102,7 +159,10 @@ func (f *FastPoll) Interval(headroom int64) time.Duration {
 func (f *FastPoll) Run(ctx context.Context) {
 	f.init()
 	var known, failing bool
-	prevMet := 0
+	var prev []bool // per threshold, met at the last read
+	var keys []string
+	var base []int64 // headrooms at the last rebase
+	var fired []bool // per threshold, an arming wake-up since the rebase
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -113,7 +173,8 @@ func (f *FastPoll) Run(ctx context.Context) {
 		case <-f.kick:
 			f.mu.Lock()
 			if f.rebase != nil {
-				prevMet, known = *f.rebase, true
+				prev, keys, known = f.rebase.met, f.rebase.keys, true
+				base, fired = f.rebase.heads, make([]bool, len(f.rebase.heads))
 				f.rebase = nil
 			}
 			f.mu.Unlock()
@@ -135,14 +196,29 @@ func (f *FastPoll) Run(ctx context.Context) {
 		} else {
 			failing = false
 			met, nearest := metAndNearest(hs)
-			if known && met != prevMet || !known && met > 0 {
-				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now()})
+			set := metSet(hs)
+			if known && met != count(prev) || !known && met > 0 {
+				f.Sink.Wake(Wake{Source: "fast-poll", At: time.Now(), Crossed: crossed(prev, set, keys)})
+			} else if i := arming(base, hs, keys, fired); f.Arm && i >= 0 {
+				fired[i] = true
+				f.Sink.Wake(Wake{Source: "fast-poll arming", At: time.Now()})
 			}
-			known, prevMet = true, met
+			known, prev = true, set
 			next = f.Interval(nearest)
 		}
 		t.Reset(next)
 	}
+}
+
+// count is how many thresholds set has met.
+func count(set []bool) int {
+	n := 0
+	for _, m := range set {
+		if m {
+			n++
+		}
+	}
+	return n
 }
 
 // metAndNearest counts the negative headrooms (thresholds met) and returns

@@ -101,7 +101,7 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw the threshold met; so does the poll: no wake.
 	headroom.Store(-1)
-	f.Rebase([]int64{-1})
+	f.Rebase([]int64{-1}, nil)
 	for reads.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -112,7 +112,7 @@ func TestFastPollRebase(t *testing.T) {
 	}
 	// The synchronize saw it not met, but it is met now: wake, within
 	// far less than the hour-long sleep.
-	f.Rebase([]int64{1 << 40})
+	f.Rebase([]int64{1 << 40}, nil)
 	if x := waitWake(t, w, 5*time.Second, "a crossing since the rebased Summary"); x.Source != "fast-poll" {
 		t.Fatalf("source %q", x.Source)
 	}
@@ -161,5 +161,60 @@ func TestMetAndNearest(t *testing.T) {
 		if met != c.met || nearest != c.nearest {
 			t.Errorf("metAndNearest(%v) = %d, %d; want %d, %d", c.hs, met, nearest, c.met, c.nearest)
 		}
+	}
+}
+
+// With Arm, the poll wakes as a named threshold comes near, once per
+// halving of the headroom since the Rebase (not for an unnamed one); the
+// crossing's wake-up names the threshold crossed, the way back names none.
+func TestFastPollArmsAndNamesTheCrossing(t *testing.T) {
+	const key = "memory.available<100Mi"
+	var hs atomic.Pointer[[]int64]
+	set := func(v ...int64) { hs.Store(&v) }
+	base := []int64{64 << 20, 64 << 20} // named, unnamed
+	set(base...)
+	w := NewWaker()
+	f := &FastPoll{Min: time.Millisecond, Max: time.Millisecond, Sink: w, Arm: true,
+		Headroom: func() ([]int64, error) { return *hs.Load(), nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	f.Rebase(base, []string{key, ""})
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case x := <-w.C():
+			t.Fatalf("%s: woke %+v", what, x)
+		case <-time.After(30 * time.Millisecond):
+		}
+	}
+	quiet("headrooms as at the rebase")
+	set(40<<20, 20<<20) // the unnamed one has halved: no arming for it
+	quiet("only the unnamed threshold near")
+	set(30<<20, 20<<20)
+	if x := waitWake(t, w, 5*time.Second, "the named threshold's headroom halved"); x.Source != "fast-poll arming" || x.Crossed != "" {
+		t.Fatalf("arming wake-up %+v", x)
+	}
+	set(20<<20, 20<<20)
+	quiet("halved again, but no rebase since the arming")
+	set(-1, 20<<20)
+	if x := waitWake(t, w, 5*time.Second, "the named threshold crossed"); x.Source != "fast-poll" || x.Crossed != key {
+		t.Fatalf("crossing wake-up %+v, want Crossed %q", x, key)
+	}
+	set(1<<20, 20<<20)
+	if x := waitWake(t, w, 5*time.Second, "back above it"); x.Crossed != "" {
+		t.Fatalf("wake-up on the way back %+v, want no Crossed", x)
+	}
+}
+
+func TestFastPollArmFloor(t *testing.T) {
+	if i := arming([]int64{2*ArmFloor - 1}, []int64{1}, []string{"k"}, []bool{false}); i != -1 {
+		t.Errorf("armed at a base below 2×ArmFloor: %d", i)
+	}
+	if i := arming([]int64{2 * ArmFloor}, []int64{ArmFloor}, []string{"k"}, []bool{false}); i != 0 {
+		t.Errorf("not armed at half of 2×ArmFloor: %d", i)
+	}
+	if i := arming([]int64{2 * ArmFloor}, []int64{-1}, []string{"k"}, []bool{false}); i != -1 {
+		t.Errorf("armed for a threshold already met: %d", i)
 	}
 }

@@ -61,6 +61,9 @@ type MemcgThreshold struct {
 
 	// RefreshInterval bounds how often Update rebuilds the registration.
 	RefreshInterval time.Duration
+	// Key, when set, is the threshold this notifier stands for: a wake-up
+	// on which usage is above the registration carries it as Wake.Crossed.
+	Key string
 
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
@@ -161,10 +164,19 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 	if err != nil {
 		return err
 	}
-	src := m.Source()
+	src, key, dir := m.Source(), m.Key, m.dir
 	tok, err := m.p.add(efd, unix.EPOLLIN, func(uint32) {
 		drainEventfd(efd)
-		m.sink.Wake(Wake{Source: src, At: time.Now()})
+		w := Wake{Source: src, At: time.Now()}
+		// The kernel signals crossings both ways; one read says which.
+		// By path, not through a descriptor kept open: Close may close
+		// one while this handler runs on the poller's goroutine.
+		if key != "" {
+			if u, err := cgroupv1.ReadMemoryUsageInBytes(dir); err == nil && u <= math.MaxInt64 && int64(u) > threshold {
+				w.Crossed = key
+			}
+		}
+		m.sink.Wake(w)
 	})
 	if err != nil {
 		unix.Close(efd)
@@ -174,7 +186,11 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 	if now >= 0 && (now > threshold) != (usage > threshold) {
 		// Crossed between the Summary and the registration: the kernel
 		// will not signal a crossing that happened before it knew the value.
-		m.sink.Wake(Wake{Source: src, At: time.Now()})
+		w := Wake{Source: src, At: time.Now()}
+		if now > threshold {
+			w.Crossed = key
+		}
+		m.sink.Wake(w)
 	}
 	return nil
 }

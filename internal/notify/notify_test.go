@@ -127,9 +127,12 @@ func newMemcgOn(t *testing.T, dir string) (*Poller, *Waker, *MemcgThreshold) {
 }
 
 // A hog crossing the registered usage threshold wakes the waiter, and its
-// exit (usage falling back below) wakes it again: crossings in both directions.
+// exit (usage falling back below) wakes it again: crossings in both
+// directions, the upward one named as the threshold crossed (Key), the
+// downward one not.
 func TestMemcgThresholdWakesBothWays(t *testing.T) {
 	s, c, _, w, m := newMemcgFixture(t)
+	m.Key = "allocatableMemory.available<100Mi"
 	const mi = 1 << 20
 	u := usage(t, s.Parent.Memory)
 	thr := u + 50*mi
@@ -141,8 +144,13 @@ func TestMemcgThresholdWakesBothWays(t *testing.T) {
 	if x.Source != "memcg-threshold allocatableMemory.available" {
 		t.Fatalf("source %q", x.Source)
 	}
+	if x.Crossed != m.Key {
+		t.Errorf("upward crossing's Crossed %q, want %q", x.Crossed, m.Key)
+	}
 	<-h.done
-	waitWake(t, w, 10*time.Second, "usage falling back below the threshold")
+	if x := waitWake(t, w, 10*time.Second, "usage falling back below the threshold"); x.Crossed != "" {
+		t.Errorf("downward crossing's Crossed %q, want none", x.Crossed)
+	}
 }
 
 // The registration is rebuilt at most every RefreshInterval, and rebuilding

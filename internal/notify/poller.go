@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,13 @@ import (
 type Wake struct {
 	Source string    // e.g. "memcg-threshold memory.available", "psi /proc/pressure/memory"
 	At     time.Time // when the poller saw the event
+	// Crossed names the threshold (policy.Threshold's String) that this
+	// wake-up saw crossed towards met, when its source watches thresholds
+	// the agent acts on at once (hard ones) and read the value that says
+	// so: a memcg threshold, the fast poll; "" otherwise. The agent stops
+	// the growth of the victim it has ready on such a wake-up, before the
+	// synchronize (agent/earlystop.go).
+	Crossed string
 }
 
 // Sink receives wake-ups. It must not block; Waker is the usual Sink.
@@ -34,7 +42,8 @@ type Sink interface {
 // loop is busy, extra wake-ups are dropped because the next run sees the same
 // kernel state anyway.
 type Waker struct {
-	ch chan Wake
+	ch   chan Wake
+	hook atomic.Pointer[func(Wake)]
 }
 
 // wakeBuffer is how many wake-ups may queue while the loop is busy. A handful
@@ -45,8 +54,23 @@ const wakeBuffer = 8
 // NewWaker returns a Waker with a small buffer.
 func NewWaker() *Waker { return &Waker{ch: make(chan Wake, wakeBuffer)} }
 
-// Wake queues w unless the buffer is full.
+// OnWake has f called with every wake-up, on the notifier's own
+// goroutine, before it is queued, even when the loop is busy (nil: none).
+// f must be quick and safe to call from several goroutines at once. The
+// agent's early growth stop runs there (agent/earlystop.go).
+func (w *Waker) OnWake(f func(Wake)) {
+	if f == nil {
+		w.hook.Store(nil)
+		return
+	}
+	w.hook.Store(&f)
+}
+
+// Wake calls the OnWake hook, then queues x unless the buffer is full.
 func (w *Waker) Wake(x Wake) {
+	if f := w.hook.Load(); f != nil {
+		(*f)(x)
+	}
 	select {
 	case w.ch <- x:
 	default:

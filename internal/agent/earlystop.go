@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/policy"
+)
+
+// The early growth stop. A synchronize costs 0.5 ms of cgroup reads on a
+// quiet host and several milliseconds beside the allocator it races (the
+// reads compete with it for the CPUs and the kernel's memcg statistics),
+// and the loop may be inside one when the crossing comes; the victim's
+// growth used to stop only after the synchronize that the crossing woke.
+// So each synchronize also ranks the pods as a hard memory threshold's
+// eviction would rank them now and keeps the first one ready ("armed"). A
+// wake-up that reports a hard memory threshold crossed (Wake.Crossed: a v1
+// memcg threshold whose usage read says it is above, the fast poll's count
+// of met thresholds going up) stops that pod's growth at once, on the
+// notifier's own goroutine (notify.Waker.OnWake): a read and a write,
+// before any synchronize. The synchronize then decides as ever, on fresh
+// stats. Its victim keeps the stop, recorded as early (GrowthStop.Early,
+// with the time it took hold); any other pod's early stop is undone by that
+// synchronize before any eviction starts, and the record and a log line
+// say so. Decisions do not change; only when the victim's growth stops.
+// The v1 arming threshold (WakeupConfig.Arm) wakes a synchronize ahead of
+// the crossing, so that a workload that appeared since the last one is
+// ranked too.
+
+// earlyState is what the loop and the wake-up hook share.
+type earlyState struct {
+	mu      sync.Mutex
+	armed   *armedStop
+	early   *earlyStop
+	stopped bool // the loop has ended: nothing may be held any more
+	// loopRecs are the loop's holds as last saved (saveHolds): the hook
+	// writes them with its own to the holds file.
+	loopRecs []actuate.HoldRecord
+}
+
+// armedStop is the pod a hard memory threshold's eviction would take, as
+// the last synchronize ranked the pods.
+type armedStop struct {
+	pod  *v1.Pod
+	keys map[string]bool // the hard memory thresholds (Threshold.String) it stands ready for
+}
+
+// earlyStop is a hold placed on a wake-up, until a synchronize confirms or
+// undoes it.
+type earlyStop struct {
+	h      *actuate.Hold
+	uid    types.UID
+	pod    policy.PodRef
+	wakeAt time.Time // the wake-up's
+	at     time.Time // when the limit was in force
+}
+
+// hardMemoryKeys names the engine's hard memory thresholds (nil: none).
+func hardMemoryKeys(ts []policy.Threshold) map[string]bool {
+	var keys map[string]bool
+	for _, t := range ts {
+		if !t.Hard() || (t.Signal != policy.SignalMemoryAvailable && t.Signal != policy.SignalAllocatableMemoryAvailable) {
+			continue
+		}
+		if keys == nil {
+			keys = map[string]bool{}
+		}
+		keys[t.String()] = true
+	}
+	return keys
+}
+
+// earlyHook is what the agent installs on its waker: a Waker that has no
+// such hook gets no early stop (its wake-ups still run synchronizes).
+type earlyHook interface {
+	OnWake(func(notify.Wake))
+}
+
+// arm ranks pods for a hard memory threshold's eviction on summary and
+// keeps the first that the eviction would take and that holds no stop
+// yet. Nothing is armed without a holder or a hard memory threshold, or in
+// a dry run.
+func (a *Agent) arm(summary *statsv1alpha1.Summary, pods []*v1.Pod) {
+	var ar *armedStop
+	if keys := hardMemoryKeys(a.cfg.Engine.Thresholds()); a.earlyOn && keys != nil && summary != nil {
+		// memory.available and allocatableMemory.available rank alike
+		// (the kubelet's rankMemoryPressure).
+		for _, c := range a.cfg.Engine.Rank(policy.SignalMemoryAvailable, policy.Input{Summary: summary, Pods: pods}) {
+			p := findPod(pods, c.Pod)
+			if p == nil || policy.IsCriticalPod(p) {
+				continue // the kubelet's evictPod refuses it and takes the next
+			}
+			if a.holds[p.UID] == nil {
+				ar = &armedStop{pod: p, keys: keys}
+			}
+			break
+		}
+	}
+	a.es.mu.Lock()
+	a.es.armed = ar
+	a.es.mu.Unlock()
+}
+
+// onWake stops the armed pod's growth when w reports a hard memory
+// threshold crossed. It runs on the notifier's goroutine. A failure is
+// left to the synchronize, which holds its victim as it always has.
+func (a *Agent) onWake(w notify.Wake) {
+	if w.Crossed == "" {
+		return
+	}
+	es := &a.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	ar := es.armed
+	if es.stopped || ar == nil || es.early != nil || !ar.keys[w.Crossed] {
+		return
+	}
+	es.armed = nil // one stop per arming
+	h, err := a.cfg.Holder.Hold(ar.pod, actuate.Memory)
+	if err != nil || h.DryRun {
+		return
+	}
+	es.early = &earlyStop{h: h, uid: ar.pod.UID, pod: policy.PodRef{Namespace: ar.pod.Namespace, Name: ar.pod.Name, UID: string(ar.pod.UID)},
+		wakeAt: w.At, at: a.cfg.Clock.Now()}
+	if a.holdsFile != nil {
+		a.holdsFile.Set(append(append([]actuate.HoldRecord(nil), es.loopRecs...), h.Record()))
+	}
+}
+
+// takeEarly hands the loop the early stop on uid, the synchronize's
+// victim, if there is one, and disarms uid so that no wake-up holds it
+// beside the loop's own hold.
+func (a *Agent) takeEarly(uid types.UID) *earlyStop {
+	es := &a.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.armed != nil && es.armed.pod.UID == uid {
+		es.armed = nil
+	}
+	e := es.early
+	if e == nil || e.uid != uid {
+		return nil
+	}
+	es.early = nil
+	return e
+}
+
+// confirmEarly records e, the early stop on the synchronize's victim, as
+// the victim's hold.
+func (a *Agent) confirmEarly(e *earlyStop) *GrowthStop {
+	if a.holds == nil {
+		a.holds = map[types.UID]*actuate.Hold{}
+	}
+	a.holds[e.uid] = e.h
+	a.saveHolds()
+	gs := growthStop(e.h, e.at, Trigger{At: e.wakeAt})
+	gs.Early = true
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.growthStop(e.h.Mechanism, "stopped", gs.AfterTrigger)
+	}
+	return gs
+}
+
+// undoEarly releases an early stop placed before this synchronize began
+// (at start) that it did not confirm: its pod is not the victim (another
+// pod is, or there is no eviction). A stop placed during the synchronize
+// waits for the next, which its wake-up runs: this one's stats may predate
+// the crossing. It returns the stop as the record keeps it, nil when none
+// was undone.
+func (a *Agent) undoEarly(start time.Time, trig Trigger) *GrowthStop {
+	es := &a.es
+	es.mu.Lock()
+	e := es.early
+	if e == nil || !e.at.Before(start) {
+		es.mu.Unlock()
+		return nil
+	}
+	es.early = nil
+	es.mu.Unlock()
+	gs := growthStop(e.h, e.at, Trigger{At: e.wakeAt})
+	gs.Early, gs.Pod = true, &e.pod
+	gs.Released = "not the victim: the synchronize after the wake-up did not evict it"
+	if err := e.h.Release(); err != nil {
+		a.log.Warn("cannot undo a growth stop", "workload", e.h.Target.Name, "err", err)
+	}
+	a.saveHolds()
+	a.log.Info("early growth stop undone: the synchronize did not choose the pod", "pod", e.pod.Namespace+"/"+e.pod.Name,
+		"trigger", trig.Reason, "wake_source", trig.Source, "held", a.cfg.Clock.Now().Sub(e.at))
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.growthStop(e.h.Mechanism, "undone", 0)
+	}
+	return gs
+}
+
+// endEarly disarms for good and undoes an early stop not yet taken: the
+// loop is ending.
+func (a *Agent) endEarly() {
+	es := &a.es
+	es.mu.Lock()
+	es.stopped, es.armed = true, nil
+	e := es.early
+	es.early = nil
+	es.mu.Unlock()
+	if e != nil {
+		if err := e.h.Release(); err != nil {
+			a.log.Warn("cannot undo a growth stop", "workload", e.h.Target.Name, "err", err)
+		}
+	}
+}
+
+// saveHolds hands the stops in force, the loop's and an early one not
+// yet taken, to the holds file's writer; under the lock that the hook
+// writes under, so that the file's last write is the newest.
+func (a *Agent) saveHolds() {
+	if a.holdsFile == nil {
+		return
+	}
+	recs := make([]actuate.HoldRecord, 0, len(a.holds)+1)
+	for _, h := range a.holds {
+		if r := h.Record(); len(r.Writes) > 0 {
+			recs = append(recs, r)
+		}
+	}
+	es := &a.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	es.loopRecs = recs
+	if es.early != nil {
+		recs = append(recs[:len(recs):len(recs)], es.early.h.Record())
+	}
+	a.holdsFile.Set(recs)
+}
