@@ -43,7 +43,7 @@ type oomCell struct {
 // oomTrial is one trial's outcome. Durations are from the crossing.
 type oomTrial struct {
 	OOM     bool          `json:"oom"`     // any kernel OOM kill in the sandbox (counters or the kernel log)
-	Stopped time.Duration `json:"stopped"` // growth stopped: the usage reached its peak (within 1 MiB) for good
+	Stopped time.Duration `json:"stopped"` // growth stopped: the usage reached its peak (within stopSlack) for good
 	Empty   time.Duration `json:"empty"`   // the workload's cgroup was empty
 	By      string        `json:"by"`      // evictd, kernel, itself
 	Rate    float64       `json:"rate"`    // bytes/s the hog allocated before the crossing

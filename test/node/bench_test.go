@@ -66,8 +66,11 @@ const (
 	// afterEvery, to see when growth stopped.
 	sampleEvery = 500 * time.Microsecond
 	afterEvery  = 250 * time.Microsecond
-	// stopSlack: the working set within this of its peak counts as stopped.
-	stopSlack = 1 << 20
+	// stopSlack: the victim's usage within this of its peak counts as
+	// stopped: the v1 growth stop's margin above the usage
+	// (actuate.memoryLimitMargin, 256 KiB); a wider slack read a stop that
+	// came late as at the crossing.
+	stopSlack = 256 << 10
 	// emptyEvery is how often the pod's cgroup is checked for processes.
 	emptyEvery = 5 * time.Millisecond
 	// rampFrom: the hog allocates at once up to this far below the
@@ -367,6 +370,7 @@ func (e *benchEnv) trial(b *testing.B, name string, over int64, ramp hogRamp, oo
 	}
 	defer e.removePod(b, created)
 	podDir := e.memRoot + podCgroup(e.c, "burstable", string(created.UID))
+	smp.follow(podDir)
 	w := watchPod(ctx, e.c, e.ns, name, created.ResourceVersion)
 
 	deadline := time.Now().Add(trialTimeout)
@@ -448,7 +452,17 @@ type sampler struct {
 	crossed time.Time
 	r       float64
 	after   []usageAt
+	podDir  string // the victim's cgroup, whose usage is read after the crossing ("": kubepods')
 	done    chan struct{}
+}
+
+// follow has the samples after the crossing read the victim's cgroup at
+// dir: its usage is what the growth stop holds, and other pods' (evictd's
+// own heap among them) move kubepods' by more than stopSlack.
+func (s *sampler) follow(dir string) {
+	s.mu.Lock()
+	s.podDir = dir
+	s.mu.Unlock()
 }
 
 type usageAt struct {
@@ -485,10 +499,13 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 			}
 			t := time.Now()
 			s.mu.Lock()
-			crossed := !s.crossed.IsZero()
+			crossed, dir := !s.crossed.IsZero(), s.podDir
 			s.mu.Unlock()
+			if dir == "" {
+				dir = podsDir
+			}
 			if crossed {
-				u, err := readUsage(podsDir)
+				u, err := readUsage(dir)
 				s.mu.Lock()
 				if err == nil && len(s.after) < maxAfter {
 					s.after = append(s.after, usageAt{t, int64(u)})

@@ -75,8 +75,8 @@ type OOMTrial struct {
 	// Rate is the ramp's speed the harness's sampler saw just before the
 	// crossing (bytes per second), 0 when it saw too few samples.
 	Rate float64 `json:"rate"`
-	// Stopped: crossing → the kubepods cgroup's working set within 1 MiB
-	// of its peak for good (growth stopped: by evictd's stop, the hog's
+	// Stopped: crossing → the victim pod's usage within 256 KiB of its
+	// peak for good (growth stopped: by evictd's stop, the hog's
 	// end, or the kernel's OOM kill at the limit); Empty: crossing → the
 	// pod's cgroup holds no process. 0 when not seen.
 	Stopped time.Duration `json:"stopped,omitempty"`
@@ -348,7 +348,7 @@ func printOOM(w io.Writer, rows []Row) {
 	tw.Flush()
 	fmt.Fprintln(w, "OOM kills: oom-kill records of the kernel log charged to the kubepods cgroup (its limit or a pod's).")
 	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler (every 0.25 ms).")
-	fmt.Fprintln(w, "growth stopped: crossing → the kubepods working set within 1 MiB of its peak for good; cgroup empty: crossing → the pod's cgroup holds no process.")
+	fmt.Fprintln(w, "growth stopped: crossing → the victim pod's usage within 256 KiB of its peak for good; cgroup empty: crossing → the pod's cgroup holds no process.")
 	fmt.Fprintln(w)
 }
 
