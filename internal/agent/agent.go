@@ -963,6 +963,9 @@ func (a *Agent) logEviction(trig Trigger, act Action, d policy.Decision) {
 			attrs = append(attrs, "growth_stop_failed", gs.Error)
 		} else {
 			attrs = append(attrs, "growth_stopped", gs.Mechanism, "stop_limit", gs.Limit, "stop_after_trigger", gs.AfterTrigger)
+			if gs.Early {
+				attrs = append(attrs, "stop_early", true) // placed on the wake-up, before this synchronize
+			}
 		}
 		if gs.Released != "" {
 			attrs = append(attrs, "stop_released", gs.Released)

@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/internal/actuate"
 	"github.com/evictd/evictd/internal/notify"
+	"github.com/evictd/evictd/internal/syncbuf"
 )
 
 // recHolder is a Holder that changes nothing and records whom it held.
@@ -43,7 +44,7 @@ type earlyRig struct {
 	waker  *notify.Waker
 	holder *recHolder
 	recs   chan Record
-	logs   *bytes.Buffer
+	logs   *syncbuf.Buffer // written by the loop while the test reads it
 }
 
 func newEarlyRig(t *testing.T) *earlyRig {
@@ -51,11 +52,12 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	// Ticking: a synchronize's stats are newer than the last one's (the
 	// engine acts on nothing else), and it begins after the wake-up's stop.
 	clock := &fakeClock{now: t0, manual: true, tick: time.Millisecond}
-	r := &earlyRig{w: newWorld(clock), clock: clock, waker: notify.NewWaker(), holder: &recHolder{}, recs: make(chan Record, 8), logs: &bytes.Buffer{}}
+	r := &earlyRig{w: newWorld(clock), clock: clock, waker: notify.NewWaker(), holder: &recHolder{}, recs: make(chan Record, 8), logs: &syncbuf.Buffer{}}
 	r.w.avail = func(time.Time) int64 { return 3 * gi }
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
 		map[string]string{"memory.available": "1m"}, 0),
-		Observer: sources{r.w, r.w}, Evictor: r.w, Holder: r.holder, Clock: clock, Waker: r.waker, Log: logTo(r.logs),
+		Observer: sources{r.w, r.w}, Evictor: r.w, Holder: r.holder, Clock: clock, Waker: r.waker,
+		Log:      slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnRecord: func(rec Record) { r.recs <- rec }})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +119,9 @@ func TestEarlyStopConfirmed(t *testing.T) {
 	}
 	if rec.EarlyStopUndone != nil {
 		t.Errorf("undone %+v", rec.EarlyStopUndone)
+	}
+	if !strings.Contains(r.logs.String(), "stop_early=true") {
+		t.Errorf("the eviction's log line does not say the stop was early:\n%s", r.logs)
 	}
 }
 
