@@ -89,7 +89,7 @@ var (
 	syncStages = []string{stagePods, stageStats, stageStateFile, stageDecisionLog}
 	// The kinds of notifier a wake-up comes from (the first word of
 	// notify.Wake.Source; the decision log keeps the whole source).
-	notifiers = []string{"memcg-threshold", "psi", "memory.events", "fast-poll"}
+	notifiers = []string{"memcg-threshold", "memcg-watch", "psi", "memory.events", "fast-poll"}
 	// The node conditions the kubelet's eviction manager reports.
 	nodeConditions = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
 )
@@ -122,7 +122,7 @@ func NewMetrics() *Metrics {
 		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "synchronizations_total",
 			Help: "Synchronizes run, by trigger (start, timer, grace, wake, after-eviction)."}, []string{"trigger"}),
 		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "wakeups_total",
-			Help: "Kernel wake-ups received, by kind of notifier (memcg-threshold, psi, memory.events, fast-poll, shadow)."}, []string{"notifier"}),
+			Help: "Kernel wake-ups received, by kind of notifier (memcg-threshold, memcg-watch, psi, memory.events, fast-poll, shadow)."}, []string{"notifier"}),
 		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "synchronize_duration_seconds",
 			Help: "Time to observe, decide and act in one synchronize.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		Detection: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "evictd", Name: "trigger_to_decision_seconds",

@@ -126,10 +126,13 @@ type Wakeups struct {
 	waker  *notify.Waker
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	memcg  map[string]*notify.MemcgThreshold // by threshold text
-	closer []func() error
-	failed map[string]bool // notifiers that failed, logged once
+	mu    sync.Mutex
+	memcg map[string]*notify.MemcgThreshold // by threshold text
+	// watches carry the hard memcg thresholds' last stretch (Arm, v1), by
+	// threshold text.
+	watches map[string]*notify.CloseWatch
+	closer  []func() error
+	failed  map[string]bool // notifiers that failed, logged once
 
 	// fast-poll baseline from the last Summary
 	headroomBase atomic.Pointer[headroomBase]
@@ -193,7 +196,7 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, failed: map[string]bool{},
+	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, watches: map[string]*notify.CloseWatch{}, failed: map[string]bool{},
 		moveKick: make(chan struct{}, 1), moveStop: make(chan struct{}), moveEnded: make(chan struct{})}
 	w.moveCond = sync.NewCond(&w.moveMu)
 	go w.moveMemcg()
@@ -282,6 +285,11 @@ func (w *Wakeups) Active() []string {
 			out = append(out, "memcg-threshold "+k)
 		}
 	}
+	for k, c := range w.watches {
+		if l, _ := c.Levels(); l > 0 {
+			out = append(out, "memcg-watch "+k)
+		}
+	}
 	if w.cfg.MemcgThresholds && !w.cfg.V2 && len(w.memcg) == 0 {
 		out = append(out, "memcg-threshold (registered at the first synchronize)")
 	}
@@ -343,9 +351,14 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 		}
 		inactive := int64(*ms.UsageBytes - *ms.WorkingSetBytes)
 		usageThr := notify.UsageThreshold(capacity, thr, inactive)
-		moves = append(moves, w.memcgMove(t.String(), string(t.Signal), key, dir, now, usageThr, int64(*ms.UsageBytes)))
+		moves = append(moves, w.memcgMove(t.String(), string(t.Signal), key, dir, now, usageThr, int64(*ms.UsageBytes), nil))
 		if w.cfg.Arm && t.Hard() && usageThr > ArmAhead {
-			arming = append(arming, w.memcgMove(t.String()+" (arming)", string(t.Signal)+" arming", "", dir, now, usageThr-ArmAhead, int64(*ms.UsageBytes)))
+			// The arming threshold's wake-up also starts the close watch
+			// over the last ArmAhead (notify.CloseWatch: the kernel's own
+			// check comes only with charges).
+			cw := w.closeWatch(t.String(), string(t.Signal), key, dir)
+			cw.Set(usageThr, usageThr-ArmAhead)
+			arming = append(arming, w.memcgMove(t.String()+" (arming)", string(t.Signal)+" arming", "", dir, now, usageThr-ArmAhead, int64(*ms.UsageBytes), cw.Start))
 		}
 	}
 	// After the thresholds' own: each registration waits for an RCU grace
@@ -377,15 +390,28 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 // armed further ahead.
 const ArmAhead = 32 << 20 // bytes
 
+// closeWatch returns the close watch of the hard threshold named key
+// (created on first use; label names its wake-ups, crossed is its Key).
+func (w *Wakeups) closeWatch(key, label, crossed, dir string) *notify.CloseWatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.watches[key]
+	if c == nil {
+		c = notify.NewCloseWatch(w.waker, label, dir, crossed)
+		w.watches[key] = c
+	}
+	return c
+}
+
 // memcgMove returns the move of the memcg notifier named key (created on
-// first use; label names its wake-ups, crossed is its notify Key) to
-// usageThr.
-func (w *Wakeups) memcgMove(key, label, crossed, dir string, now time.Time, usageThr, usage int64) memcgMove {
+// first use; label names its wake-ups, crossed is its notify Key, onAbove
+// its OnAbove) to usageThr.
+func (w *Wakeups) memcgMove(key, label, crossed, dir string, now time.Time, usageThr, usage int64, onAbove func()) memcgMove {
 	w.mu.Lock()
 	m := w.memcg[key]
 	if m == nil {
 		m = notify.NewMemcgThreshold(w.poller, w.waker, label, dir)
-		m.Key = crossed
+		m.Key, m.OnAbove = crossed, onAbove
 		if w.cfg.RefreshInterval > 0 {
 			m.RefreshInterval = w.cfg.RefreshInterval
 		}
@@ -485,6 +511,9 @@ func (w *Wakeups) Close() error {
 	w.mu.Lock()
 	for _, m := range w.memcg {
 		m.Close()
+	}
+	for _, c := range w.watches {
+		c.Close()
 	}
 	for _, c := range append(w.closer, w.rootClose...) {
 		c()

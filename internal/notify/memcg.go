@@ -64,6 +64,11 @@ type MemcgThreshold struct {
 	// Key, when set, is the threshold this notifier stands for: a wake-up
 	// on which usage is above the registration carries it as Wake.Crossed.
 	Key string
+	// OnAbove, when set, is called on the poller's goroutine, before the
+	// sink, for every wake-up that finds usage above the registration (the
+	// v1 arming threshold starts its CloseWatch so). Set it before the
+	// first Update.
+	OnAbove func()
 
 	mu        sync.Mutex
 	eventfd   int // -1 when not registered
@@ -164,16 +169,19 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 	if err != nil {
 		return err
 	}
-	src, key, dir := m.Source(), m.Key, m.dir
+	src, key, dir, onAbove := m.Source(), m.Key, m.dir, m.OnAbove
 	tok, err := m.p.add(efd, unix.EPOLLIN, func(uint32) {
 		drainEventfd(efd)
 		w := Wake{Source: src, At: time.Now()}
 		// The kernel signals crossings both ways; one read says which.
 		// By path, not through a descriptor kept open: Close may close
 		// one while this handler runs on the poller's goroutine.
-		if key != "" {
+		if key != "" || onAbove != nil {
 			if u, err := cgroupv1.ReadMemoryUsageInBytes(dir); err == nil && u <= math.MaxInt64 && int64(u) > threshold {
 				w.Crossed = key
+				if onAbove != nil {
+					onAbove()
+				}
 			}
 		}
 		m.sink.Wake(w)
@@ -189,6 +197,9 @@ func (m *MemcgThreshold) rebuildLocked(threshold, usage int64) error {
 		w := Wake{Source: src, At: time.Now()}
 		if now > threshold {
 			w.Crossed = key
+			if onAbove != nil {
+				onAbove()
+			}
 		}
 		m.sink.Wake(w)
 	}

@@ -90,7 +90,7 @@ type Sample struct {
 	Bytes int64
 }
 
-// Sample reads the sandbox's usage (w.Measure is not used) every w.Every
+// Sample reads the sandbox's usage or working set (w.Measure) every w.Every
 // from an OS thread of its own until done closes, and for linger after, to
 // see it fall, or until limit has passed or the trial's context ends; it
 // returns the reads.
@@ -104,7 +104,7 @@ func (t *Trial) Sample(w Watch, done <-chan struct{}, linger, limit time.Duratio
 		defer t.watchers.Done()
 		ss := make([]Sample, 0, 1<<16)
 		defer func() { out <- ss }()
-		r, err := openReader(memoryDir, mode, Usage)
+		r, err := openReader(memoryDir, mode, w.Measure)
 		if err != nil {
 			return
 		}
