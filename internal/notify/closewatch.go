@@ -14,8 +14,10 @@ import (
 // charges pages, every 128 page events per CPU (THRESHOLDS_EVENTS_TARGET in
 // mm/memcontrol-v1.c): an allocator that crosses late in a burst and then
 // pauses is signalled at its next burst, a whole pause later (a hog paced
-// at 500 MiB/s in 10 ms slices: crossing → wake-up p99 8.6–9.4 ms in
-// bench/latency -oom, where a steady ramp took 0.1–0.3 ms). The watch reads
+// at 500 MiB/s in 10 ms slices, bench/latency -oom: 3 of 40 slices that
+// ended just past the threshold brought no eventfd, the 10 ms fast poll
+// woke them 2.8–6.5 ms after the crossing; with the watch the slowest of
+// 40 came 0.8 ms after it). The watch reads
 // the usage itself over the last stretch before the crossing, so that the
 // crossing is seen within an interval whether the allocator pauses or not.
 const (
