@@ -57,6 +57,13 @@ type oomTrial struct {
 	// Early: the stop was placed on the crossing's wake-up, before the
 	// synchronize (agent.GrowthStop.Early); Wake is then that wake-up's.
 	Early bool `json:"early"`
+	// Untimed: evictd acted on a crossing the sampler never saw (a gap in
+	// its reads spanned the whole time the working set was above the
+	// threshold: a hog killed on SIGTERM within a few ms of the crossing
+	// leaves a short window), so the trial has no times; its OOM kill and
+	// who ended it still count. Gap is the sampler's longest gap.
+	Untimed bool          `json:"untimed,omitempty"`
+	Gap     time.Duration `json:"gap,omitempty"`
 }
 
 // oomResult is a cell's trials, as printed (and sent from the VM).
@@ -253,8 +260,17 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 		}
 		peak = max(peak, s.Bytes)
 	}
-	if ci < 0 {
+	if ci < 0 && rec == nil {
 		return oomTrial{}, fmt.Errorf("the hog never crossed the threshold (peak %s; it said %q; agent: %s)", q(peak), h.Stderr(), a.Log())
+	}
+	if ci < 0 {
+		res.Untimed, res.Gap = true, longestGap(samples)
+		res.By = "evictd"
+		if res.OOM {
+			res.By = "kernel"
+		}
+		fmt.Fprintf(os.Stderr, "  %s trial %d: evictd acted on a crossing the sampler did not see (its peak %s, its longest gap %v): untimed\n", c.name(), i, q(peak), res.Gap)
+		return res, nil
 	}
 	crossT := samples[ci].At
 	for _, s := range samples[ci:] {
@@ -294,6 +310,15 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 		res.By = "itself"
 	}
 	return res, nil
+}
+
+// longestGap is the longest time between two consecutive samples.
+func longestGap(ss []trial.Sample) time.Duration {
+	var g time.Duration
+	for k := 1; k < len(ss); k++ {
+		g = max(g, ss[k].At.Sub(ss[k-1].At))
+	}
+	return g
 }
 
 // firstRise is the first sample above the sandbox's idle usage (the hog's
@@ -352,7 +377,7 @@ func printOOMMatrix(rs []oomResult, trials int) {
 	fmt.Printf("OOM avoidance: a hog runs past its sandbox's limit with a hard threshold at <headroom> available; %d trials per cell (%s)\n",
 		trials, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\twhere\tramp\tmeasured\tSIGTERM\theadroom\tOOM kill\tstopped p50\tstopped p99\tover\tempty p50\tempty p99\tby evictd\tby kernel\tearly\twake p50/p99\tagent p50/p99\tfailed\tload avg\t")
+	fmt.Fprintln(tw, "variant\twhere\tramp\tmeasured\tSIGTERM\theadroom\tOOM kill\tstopped p50\tstopped p99\tover\tempty p50\tempty p99\tby evictd\tby kernel\tearly\twake p50/p99\tagent p50/p99\tuntimed\tfailed\tload avg\t")
 	for _, r := range rs {
 		c := r.Cell
 		term := "ignored"
@@ -364,7 +389,13 @@ func printOOMMatrix(rs []oomResult, trials int) {
 		var over int64
 		early := 0
 		by := map[string]int{}
+		untimed := 0
 		for _, t := range r.Trials {
+			by[t.By]++
+			if t.Untimed {
+				untimed++
+				continue
+			}
 			stopped = append(stopped, t.Stopped)
 			if t.By == "evictd" {
 				wake = append(wake, max(0, t.Wake))
@@ -373,7 +404,6 @@ func printOOMMatrix(rs []oomResult, trials int) {
 			empty = append(empty, t.Empty)
 			rates = append(rates, t.Rate)
 			over = max(over, t.Peak)
-			by[t.By]++
 			if t.Early {
 				early++
 			}
@@ -391,9 +421,9 @@ func printOOMMatrix(rs []oomResult, trials int) {
 		if len(rates) > 0 {
 			rate = fmt.Sprintf("%.1f GiB/s", rates[len(rates)/2]/(1<<30))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s / %s\t%s / %s\t%d\t%s\t\n", c.variant(), where, c.Ramp, rate, term, q(c.Headroom),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s / %s\t%s / %s\t%d\t%d\t%s\t\n", c.variant(), where, c.Ramp, rate, term, q(c.Headroom),
 			r.oomTrials(), len(r.Trials), ms(pct(stopped, 50)), ms(pct(stopped, 99)), mib(over), ms(pct(empty, 50)), ms(pct(empty, 99)),
-			by["evictd"], by["kernel"], early, ms(pct(wake, 50)), ms(pct(wake, 99)), ms(pct(agentT, 50)), ms(pct(agentT, 99)), r.Failed, r.Load)
+			by["evictd"], by["kernel"], early, ms(pct(wake, 50)), ms(pct(wake, 99)), ms(pct(agentT, 50)), ms(pct(agentT, 99)), untimed, r.Failed, r.Load)
 	}
 	tw.Flush()
 	fmt.Println("OOM kill = trials with any kernel OOM kill in the sandbox (its counters or an oom-kill record naming it in the kernel log);")
@@ -402,6 +432,7 @@ func printOOMMatrix(rs []oomResult, trials int) {
 	fmt.Println("measured = the hog's median allocation rate before the crossing; ramps of N threads touch memory at full speed.")
 	fmt.Println("wake = crossing → the kernel wake-up the stop answered; agent = that wake-up → the stop in force;")
 	fmt.Println("early = stops placed on that wake-up before the synchronize, on the pod the last one ranked first (agent/earlystop.go).")
+	fmt.Println("untimed = trials evictd ended on a crossing the sampler never saw (counted for OOM kills and by whom, not in the times).")
 	seen := map[string]bool{}
 	for _, r := range rs {
 		if !seen[r.Where] {
