@@ -214,7 +214,7 @@ func BenchmarkNode(b *testing.B) {
 		b.Run("wakeups", func(b *testing.B) { e.wakeupRows(b, envInt(b, envBenchWakeupTrials, 10)) })
 	}
 	b.Run("evictd", func(b *testing.B) {
-		installEvictd(b, c)
+		saveLog := e.keepLog(b, "evictd", installEvictd(b, c))
 		const key, name = "evictd", "evictd (DaemonSet) + kubelet, 10 s polling"
 		b.Run("latency", func(b *testing.B) { e.latencyRow(b, key, name, trials) })
 		b.Run("oom", func(b *testing.B) { e.oomRows(b, key, name, oomTrials) })
@@ -234,10 +234,36 @@ func BenchmarkNode(b *testing.B) {
 			// rollout to run the new args. Last: its cleanup removes
 			// the DaemonSet, which the rows before it read (the sync
 			// row's metrics were refused when it came after).
-			installEvictd(b, c, "--stop-growth=false")
+			saveLog() // the new rollout deletes the first pod's log
+			e.keepLog(b, "evictd-nostop", installEvictd(b, c, "--stop-growth=false"))
 			e.oomRows(b, "evictd-nostop", "evictd, --stop-growth=false", oomTrials)
 		})
 	})
+}
+
+// keepLog copies evictd's pod log (its decision log and log lines: which
+// wake-up each stop answered, how long after it the stop took hold) beside
+// the rows: a trial's figures alone cannot say why it was slow. The copy is
+// made by the function it returns, before a new rollout deletes the pod's
+// log, or when b ends.
+func (e *benchEnv) keepLog(b *testing.B, key, logFile string) (save func()) {
+	var once sync.Once
+	save = func() {
+		once.Do(func() {
+			if e.out == "" || logFile == "" {
+				return
+			}
+			data, err := os.ReadFile(logFile)
+			if err == nil {
+				err = os.WriteFile(strings.TrimSuffix(e.out, ".jsonl")+fmt.Sprintf("-%s-%dMi.log", key, e.threshold>>20), data, 0o644)
+			}
+			if err != nil {
+				b.Logf("keeping evictd's log: %v", err)
+			}
+		})
+	}
+	b.Cleanup(save)
+	return save
 }
 
 // wakeupRows: on cgroup v2, evictd as the DaemonSet ships it (no
