@@ -263,12 +263,9 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if ci < 0 && rec == nil {
 		return oomTrial{}, fmt.Errorf("the hog never crossed the threshold (peak %s; it said %q; agent: %s)", q(peak), h.Stderr(), a.Log())
 	}
+	res.By = endedBy(res.OOM, rec != nil)
 	if ci < 0 {
 		res.Untimed, res.Gap = true, longestGap(samples)
-		res.By = "evictd"
-		if res.OOM {
-			res.By = "kernel"
-		}
 		fmt.Fprintf(os.Stderr, "  %s trial %d: evictd acted on a crossing the sampler did not see (its peak %s, its longest gap %v): untimed\n", c.name(), i, q(peak), res.Gap)
 		return res, nil
 	}
@@ -301,15 +298,19 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 			}
 		}
 	}
-	switch {
-	case res.OOM:
-		res.By = "kernel"
-	case rec != nil:
-		res.By = "evictd"
-	default:
-		res.By = "itself"
-	}
 	return res, nil
+}
+
+// endedBy says who ended the hog: the kernel OOM killer (whoever else
+// acted), evictd (its record of the eviction), or the hog itself.
+func endedBy(oom, evicted bool) string {
+	switch {
+	case oom:
+		return "kernel"
+	case evicted:
+		return "evictd"
+	}
+	return "itself"
 }
 
 // longestGap is the longest time between two consecutive samples.
