@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ const (
 	envBenchOOMRamps = "EVICTD_BENCH_NODE_OOM_RAMPS"
 	// envBenchOOMSigterm: "obeyed,ignored" (default), either alone.
 	envBenchOOMSigterm = "EVICTD_BENCH_NODE_OOM_SIGTERM"
+	// envBenchTrace: "1" logs each OOM trial's usage samples from the
+	// crossing to just past growth stopped (what a slow stop looked like).
+	envBenchTrace = "EVICTD_BENCH_NODE_TRACE"
 )
 
 // The trials' shapes.
@@ -66,6 +70,9 @@ const (
 	// afterEvery, to see when growth stopped.
 	sampleEvery = 500 * time.Microsecond
 	afterEvery  = 250 * time.Microsecond
+	// samplerPriority is the sampler thread's SCHED_FIFO priority: above
+	// every ordinary thread (the hog's and evictd's), below the kernel's.
+	samplerPriority = 50
 	// stopSlack: the victim's usage within this of its peak counts as
 	// stopped: the v1 growth stop's margin above the usage
 	// (actuate.memoryLimitMargin, 256 KiB); a wider slack read a stop that
@@ -327,6 +334,7 @@ func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
 			res := e.trial(b, fmt.Sprintf("oom-%d-%d-%t-%d", ramp.Rate>>20, ramp.Threads, ramp.IgnoreTerm, i), e.threshold+oomOver, ramp, true)
 			t := nodebench.OOMTrial{OOMKills: res.oomKills, Evicted: res.by != "", EvictedBy: res.by, Rate: res.rate, Err: res.err}
 			if !res.crossed.IsZero() {
+				t.Crossed = res.crossed
 				if !res.stopped.IsZero() {
 					t.Stopped = max(1, res.stopped.Sub(res.crossed))
 				}
@@ -443,6 +451,12 @@ func (e *benchEnv) trial(b *testing.B, name string, over int64, ramp hogRamp, oo
 	res.rate = smp.rate()
 	cancel() // the sampler stops: its samples are complete
 	res.stopped = smp.stoppedAt()
+	if smp.err != nil { // read after stoppedAt: the sampler has ended
+		b.Fatal(smp.err)
+	}
+	if oom && os.Getenv(envBenchTrace) == "1" {
+		b.Logf("%s: usage after the crossing (µs since it: KiB above the first sample): %s", name, smp.trace(res.crossed, res.stopped.Add(2*time.Millisecond)))
+	}
 	res.oomKills, err = e.kmsg.oomKills(e.col.PodsCgroup())
 	if err != nil {
 		b.Fatal(err)
@@ -479,6 +493,7 @@ type sampler struct {
 	r       float64
 	after   []usageAt
 	podDir  string // the victim's cgroup, whose usage is read after the crossing ("": kubepods')
+	err     error  // why the sampler could not run
 	done    chan struct{}
 }
 
@@ -513,16 +528,25 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 	}
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(sampleEvery)
-		defer tick.Stop()
+		// Its own OS thread at real-time priority, sleeping in the kernel:
+		// an ordinary goroutine's timer fired 1.1–1.4 ms late beside a
+		// two-thread hog (the kubepods cgroup outweighs the harness's), so
+		// every growth stop read as at least that long after the crossing
+		// (EVICTD_BENCH_NODE_TRACE=1 showed the first sample after it at
+		// 1.1 ms, already flat). The thread exits with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: samplerPriority}, 0); err != nil {
+			s.mu.Lock()
+			s.err = fmt.Errorf("sampler at SCHED_FIFO %d: %w", samplerPriority, err)
+			s.mu.Unlock()
+			return
+		}
+		every := sampleEvery
 		var fromT time.Time
 		var fromWS int64
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		for ctx.Err() == nil {
+			ts := unix.NsecToTimespec(every.Nanoseconds())
+			unix.Nanosleep(&ts, nil)
 			t := time.Now()
 			s.mu.Lock()
 			crossed, dir := !s.crossed.IsZero(), s.podDir
@@ -556,11 +580,27 @@ func startSampler(ctx context.Context, col *collect.Collector, crossWS int64) *s
 					s.r = float64(ws-fromWS) / t.Sub(fromT).Seconds()
 				}
 				s.mu.Unlock()
-				tick.Reset(afterEvery)
+				every = afterEvery
 			}
 		}
 	}()
 	return s
+}
+
+// trace is the samples after the crossing up to until, as "µs:KiB" pairs
+// (time since the crossing, usage above the first sample): how the usage
+// rose before growth stopped, for EVICTD_BENCH_NODE_TRACE=1.
+func (s *sampler) trace(crossed, until time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, u := range s.after {
+		if u.at.After(until) {
+			break
+		}
+		fmt.Fprintf(&b, " %d:%d", u.at.Sub(crossed).Microseconds(), (u.ws-s.after[0].ws)>>10)
+	}
+	return b.String()
 }
 
 func (s *sampler) crossedAt() time.Time {

@@ -81,7 +81,11 @@ type OOMTrial struct {
 	// pod's cgroup holds no process. 0 when not seen.
 	Stopped time.Duration `json:"stopped,omitempty"`
 	Empty   time.Duration `json:"empty,omitempty"`
-	Err     string        `json:"err,omitempty"`
+	// Crossed is when the sampler saw the crossing (the host's clock, as
+	// evictd's log's): with the wake-up's time in that log it splits a
+	// slow stop into crossing → wake-up and wake-up → stop.
+	Crossed time.Time `json:"crossed,omitzero"`
+	Err     string    `json:"err,omitempty"`
 }
 
 // SyncWindow is evictd's own metrics over a window of an idle node.
@@ -347,7 +351,7 @@ func printOOM(w io.Writer, rows []Row) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "OOM kills: oom-kill records of the kernel log charged to the kubepods cgroup (its limit or a pod's).")
-	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler (every 0.25 ms).")
+	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler (every 0.5 ms before the crossing, 0.25 ms after it, on a real-time thread).")
 	fmt.Fprintln(w, "growth stopped: crossing → the victim pod's usage within 256 KiB of its peak for good; cgroup empty: crossing → the pod's cgroup holds no process.")
 	fmt.Fprintln(w)
 }
