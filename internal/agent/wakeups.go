@@ -359,6 +359,21 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 			cw := w.closeWatch(t.String(), string(t.Signal), key, dir)
 			cw.Set(usageThr, usageThr-ArmAhead)
 			arming = append(arming, w.memcgMove(t.String()+" (arming)", string(t.Signal)+" arming", "", dir, now, usageThr-ArmAhead, int64(*ms.UsageBytes), cw.Start))
+			if u := int64(*ms.UsageBytes); u > usageThr-ArmAhead && u <= usageThr {
+				// Already past the arming level, not yet met: the watch
+				// runs now, whatever the eventfds do. Their signals are
+				// edges, and one may be spent: on the real node a memcg
+				// threshold fired about 0.7 MiB before the Summary's
+				// crossing, the early stop held the pod there, the
+				// synchronize found the threshold not met (available
+				// 66000Ki against 64Mi) and undid the stop, and no
+				// wake-up came while the hog took the last 64 MiB: the
+				// kernel OOM killer ended it 230 ms later (bench/node.sh
+				// at 64 MiB of headroom, 1 trial of 20; the arming
+				// threshold had fired long before, so nothing restarted
+				// the watch).
+				cw.Start()
+			}
 		}
 	}
 	// After the thresholds' own: each registration waits for an RCU grace

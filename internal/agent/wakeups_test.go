@@ -3,6 +3,7 @@ package agent
 import (
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/policy"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -96,5 +98,47 @@ func TestWakeupsRegisterMemcgThresholdsAside(t *testing.T) {
 	// capacity − threshold + inactive (usage − working set) of the last Summary.
 	if got, want := m.Threshold(), int64(1<<30)-100<<20+(14<<20-8<<20); got != want {
 		t.Errorf("registered usage threshold %d, want %d (the last Summary's)", got, want)
+	}
+}
+
+// A Summary past a hard threshold's arming level but not past the
+// threshold starts its close watch, whatever the eventfds did before (an
+// early stop undone because the threshold was not met yet left the memcg
+// threshold spent and the arming one long fired); one further away does
+// not.
+func TestWakeupsWatchCloseWhenNear(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	dir := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, cgrouptest.UniqueName(t))
+	// More than ArmAhead: a level below it has no arming threshold.
+	cgrouptest.StartHog(t, ArmAhead>>20+16, dir)
+	w, err := NewWakeups(WakeupConfig{MemoryRoot: cgrouptest.V1Memory, PodsCgroup: dir, MemcgThresholds: true, Arm: true,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const capacity = int64(1 << 30)
+	usage := cgrouptest.ReadUint(t, filepath.Join(dir, "memory.usage_in_bytes"))
+	// A threshold whose usage level is above lies above the hog's usage
+	// (no inactive_file in the Summary: the level is capacity − threshold).
+	update := func(above int64) *notify.CloseWatch {
+		thrB := capacity - int64(usage) - above
+		thr := policy.Threshold{Signal: policy.SignalAllocatableMemoryAvailable, Operator: policy.OpLessThan,
+			Value: policy.ThresholdValue{Quantity: resource.NewQuantity(thrB, resource.BinarySI)}}
+		u := usage
+		s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{SystemContainers: []statsv1alpha1.ContainerStats{{
+			Name: statsv1alpha1.SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{UsageBytes: &u, WorkingSetBytes: &u}}}}}
+		w.Update(time.Now(), s, []policy.ResolvedThreshold{{Threshold: thr, Quantity: *resource.NewQuantity(thrB, resource.BinarySI),
+			Observation: policy.Observation{Signal: thr.Signal, Capacity: *resource.NewQuantity(capacity, resource.BinarySI),
+				Available: *resource.NewQuantity(capacity-int64(u), resource.BinarySI)}}})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.watches[thr.String()]
+	}
+	if c := update(ArmAhead * 2); c == nil || c.Running() {
+		t.Fatalf("close watch %v with the usage %d MiB below the arming level: want it created and not running", c, ArmAhead>>20)
+	}
+	if c := update(4 << 20); c == nil || !c.Running() {
+		t.Fatalf("close watch %v with the usage 4 MiB below the threshold's level: want it running", c)
 	}
 }
