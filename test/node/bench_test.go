@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -173,6 +174,9 @@ type benchEnv struct {
 	ns        string
 	kmsg      *kmsg
 	out       string
+	// evictdLog is the log file of the evictd installed now ("" for the
+	// kubelet's rows): its decision log says when each stop took hold.
+	evictdLog string
 }
 
 // BenchmarkNode measures evictd beside the real kubelet against the kubelet
@@ -254,6 +258,7 @@ func BenchmarkNode(b *testing.B) {
 // made by the function it returns, before a new rollout deletes the pod's
 // log, or when b ends.
 func (e *benchEnv) keepLog(b *testing.B, key, logFile string) (save func()) {
+	e.evictdLog = logFile
 	var once sync.Once
 	save = func() {
 		once.Do(func() {
@@ -331,10 +336,14 @@ func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
 		r := e.newRow(nodebench.KindOOM, key, name)
 		r.Rate, r.Threads, r.IgnoreTerm = ramp.Rate, ramp.Threads, ramp.IgnoreTerm
 		for i := range trials {
-			res := e.trial(b, fmt.Sprintf("oom-%d-%d-%t-%d", ramp.Rate>>20, ramp.Threads, ramp.IgnoreTerm, i), e.threshold+oomOver, ramp, true)
+			podName := fmt.Sprintf("oom-%d-%d-%t-%d", ramp.Rate>>20, ramp.Threads, ramp.IgnoreTerm, i)
+			res := e.trial(b, podName, e.threshold+oomOver, ramp, true)
 			t := nodebench.OOMTrial{OOMKills: res.oomKills, Evicted: res.by != "", EvictedBy: res.by, Rate: res.rate, Err: res.err}
 			if !res.crossed.IsZero() {
 				t.Crossed = res.crossed
+				if at := e.waitStopInForce(b, podName, res.by); !at.IsZero() {
+					t.InForce = at.Sub(res.crossed)
+				}
 				if !res.stopped.IsZero() {
 					t.Stopped = max(1, res.stopped.Sub(res.crossed))
 				}
@@ -348,6 +357,59 @@ func (e *benchEnv) oomRows(b *testing.B, key, name string, trials int) {
 		}
 		e.finish(b, r)
 	}
+}
+
+// waitStopInForce is stopInForce on the installed evictd's log, waiting up
+// to recordWait for the record of an eviction by evictd (written once the
+// eviction has finished, which may be after the trial's end).
+func (e *benchEnv) waitStopInForce(b *testing.B, pod, by string) time.Time {
+	deadline := time.Now().Add(recordWait)
+	for {
+		at := stopInForce(b, e.evictdLog, pod)
+		if !at.IsZero() || by != "evictd" || e.evictdLog == "" || time.Now().After(deadline) {
+			return at
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// recordWait bounds waitStopInForce: evictd writes an eviction's record
+// when the pod is gone, 2.3-2.5 s after the crossing at the OOM rows' 1 s
+// grace, so within a few seconds of a trial's end.
+const recordWait = 10 * time.Second
+
+// stopInForce is when evictd's growth stop of pod took hold, from the
+// decision log that evictd writes to its stdout, in its pod's log at
+// logFile (the runtime's "<time> stdout F <line>" lines): the record of
+// the eviction that held it. Zero when there is none (no evictd, no stop).
+func stopInForce(b *testing.B, logFile, pod string) time.Time {
+	if logFile == "" {
+		return time.Time{}
+	}
+	f, err := os.Open(logFile)
+	if err != nil {
+		b.Logf("evictd's log: %v", err)
+		return time.Time{}
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		_, line, ok := strings.Cut(sc.Text(), " stdout F ")
+		if !ok || !strings.Contains(line, `"`+pod+`"`) {
+			continue
+		}
+		var rec agent.Record
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		for _, a := range rec.Actions {
+			if a.Kind == "evict" && a.Pod.Name == pod && a.Stop != nil && !a.Stop.At.IsZero() {
+				return a.Stop.At
+			}
+		}
+	}
+	return time.Time{}
 }
 
 // trialResult is one hog's story, by the harness's clocks.

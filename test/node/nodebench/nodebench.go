@@ -81,6 +81,12 @@ type OOMTrial struct {
 	// pod's cgroup holds no process. 0 when not seen.
 	Stopped time.Duration `json:"stopped,omitempty"`
 	Empty   time.Duration `json:"empty,omitempty"`
+	// InForce: crossing → evictd's growth stop in force, from the
+	// decision log in its pod's log (GrowthStop.At, the same clock as the
+	// sampler's); negative when it came before the sampler saw the
+	// crossing, 0 without a stop. From then on the pod's usage is held
+	// within the stop's margin, whatever the sampler sees it fill.
+	InForce time.Duration `json:"inForce,omitempty"`
 	// Crossed is when the sampler saw the crossing (the host's clock, as
 	// evictd's log's): with the wake-up's time in that log it splits a
 	// slow stop into crossing → wake-up and wake-up → stop.
@@ -307,11 +313,11 @@ func evictedBy(by map[string]int) string {
 func printOOM(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "Kernel OOM kills at memory ramps past the kubepods limit; headroom = the distance from the eviction threshold to that limit")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "configuration	headroom	ramp	seen ramp	SIGTERM	trials	trials with an OOM kill	OOM kills	growth stopped p50	p99	cgroup empty p50	p99	evicted by	failed	load (start → end)	")
+	fmt.Fprintln(tw, "configuration	headroom	ramp	seen ramp	SIGTERM	trials	trials with an OOM kill	OOM kills	growth stopped p50	p99	stop in force p50	p99	cgroup empty p50	p99	evicted by	failed	load (start → end)	")
 	for _, r := range rows {
 		n, kills, with, failed := 0, 0, 0, 0
 		var seen []float64
-		var stopped, empty []time.Duration
+		var stopped, inForce, empty []time.Duration
 		by := map[string]int{}
 		for _, t := range r.OOM {
 			if t.Err != "" {
@@ -335,6 +341,9 @@ func printOOM(w io.Writer, rows []Row) {
 			if t.Empty > 0 {
 				empty = append(empty, t.Empty)
 			}
+			if t.InForce != 0 {
+				inForce = append(inForce, t.InForce)
+			}
 		}
 		slices.Sort(seen)
 		sr := "—"
@@ -345,14 +354,16 @@ func printOOM(w io.Writer, rows []Row) {
 		if r.IgnoreTerm {
 			term = "ignored"
 		}
-		fmt.Fprintf(tw, "%s\t%d MiB\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\t\n", r.Name, r.Headroom>>20, r.RampName(), sr, term,
-			n, with, n, kills, msecs(Percentile(stopped, 50)), msecs(Percentile(stopped, 99)), secs(Percentile(empty, 50)), secs(Percentile(empty, 99)),
+		fmt.Fprintf(tw, "%s\t%d MiB\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s → %s\t\n", r.Name, r.Headroom>>20, r.RampName(), sr, term,
+			n, with, n, kills, msecs(Percentile(stopped, 50)), msecs(Percentile(stopped, 99)), msecs(Percentile(inForce, 50)), msecs(Percentile(inForce, 99)),
+			secs(Percentile(empty, 50)), secs(Percentile(empty, 99)),
 			evictedBy(by), failed, r.Load[0], r.Load[1])
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "OOM kills: oom-kill records of the kernel log charged to the kubepods cgroup (its limit or a pod's).")
 	fmt.Fprintln(w, "seen ramp: the working set's growth over the 32 MiB before the crossing, by the harness's sampler (every 0.5 ms before the crossing, 0.25 ms after it, on a real-time thread).")
-	fmt.Fprintln(w, "growth stopped: crossing → the victim pod's usage within 256 KiB of its peak for good; cgroup empty: crossing → the pod's cgroup holds no process.")
+	fmt.Fprintln(w, "growth stopped: crossing → the victim pod's usage within 256 KiB of its peak for good, by the sampler; stop in force: crossing → evictd's growth stop in force, by its decision log")
+	fmt.Fprintln(w, "(negative: before the sampler saw the crossing; from then on the usage is held within the stop's margin); cgroup empty: crossing → the pod's cgroup holds no process.")
 	fmt.Fprintln(w)
 }
 
