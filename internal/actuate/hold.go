@@ -347,6 +347,43 @@ func (h *Hold) memoryLimit(dir string) error {
 	return nil
 }
 
+// ErrNotRaisable is Raise's answer for a hold it cannot move: not a v1
+// memory limit, released, or a dry run.
+var ErrNotRaisable = errors.New("not a v1 memory hold in force")
+
+// Raise moves a v1 memory hold up by more bytes, never past the limit the
+// workload had before the hold: it may then grow that much before the
+// kernel stops it. The agent moves an early stop that its synchronize
+// found placed just short of the threshold (internal/agent's
+// earlystop.go), so that the stop still takes hold at the threshold
+// instead of being undone. Release undoes the move with the rest. A v2
+// hold is not moved (ErrNotRaisable): memory.high sits memoryHighUnder
+// below the usage, so raising it by the shortfall would not let the
+// workload reach the threshold.
+func (h *Hold) Raise(more uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released || h.DryRun || h.Mechanism != MechMemoryLimit {
+		return ErrNotRaisable
+	}
+	orig := uint64(0)
+	for _, w := range h.writes {
+		if w.File == "memory.limit_in_bytes" {
+			orig = w.Prev
+			break
+		}
+	}
+	if orig == 0 || h.Limit >= orig {
+		return nil // its own limit holds it: nothing of the hold's to move
+	}
+	v := min(h.Limit+more, orig)
+	if err := h.write(h.Dir, "memory.limit_in_bytes", h.Limit, v); err != nil {
+		return fmt.Errorf("move the hold on %s: %w", h.Dir, err)
+	}
+	h.Limit = v
+	return nil
+}
+
 func (h *Hold) pidsMax(dir string) error {
 	h.Mechanism, h.Dir = MechPidsMax, dir
 	var prev, cur uint64

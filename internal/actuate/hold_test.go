@@ -199,6 +199,67 @@ func TestHoldReleaseLetsItGrow(t *testing.T) {
 	}
 }
 
+// A raised v1 hold lets the workload grow by what it was raised and then
+// stops it again, with no kernel OOM kill; Release undoes both writes. On
+// v2 a hold is not raised.
+func TestHoldRaise(t *testing.T) {
+	sandboxtest.NeedRoot(t)
+	s := sandboxtest.New(t, holdLimit)
+	c, _ := s.Child("hog")
+	path, open := gate(t)
+	h := sandboxtest.StartHog(t, fmt.Sprintf(holdScript, path), c)
+	waitUsage(t, s, c.Memory, holdAtLeast)
+	k := killer(s)
+	hd, err := k.Hold(Target{Name: "hog", Cgroup: c.Memory}, Memory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Release()
+	if s.Mode == sandbox.V2 {
+		if err := hd.Raise(1 << 20); !errors.Is(err, ErrNotRaisable) {
+			t.Fatalf("Raise on a v2 hold: %v, want ErrNotRaisable", err)
+		}
+		return
+	}
+	first := hd.Limit
+	open()
+	waitStopped(t, s, c.Memory)
+	const more = 8 << 20
+	if err := hd.Raise(more); err != nil {
+		t.Fatal(err)
+	}
+	if hd.Limit != first+more {
+		t.Fatalf("limit after Raise(%d): %d, want %d", more, hd.Limit, first+more)
+	}
+	if v, err := cgroupv1.ReadMemoryLimitInBytes(c.Memory); err != nil || v != first+more {
+		t.Fatalf("memory.limit_in_bytes after Raise: %d %v, want %d", v, err, first+more)
+	}
+	// It grows into the room, asleep at the new limit again (the
+	// kernel's own answer, not a timed wait).
+	waitUsage(t, s, c.Memory, first+more-(1<<20))
+	waitStopped(t, s, c.Memory)
+	if u, _ := memUsage(s, c.Memory); u > hd.Limit+1<<20 {
+		t.Fatalf("usage %d above the raised limit %d", u, hd.Limit)
+	}
+	if r := hd.Record(); len(r.Writes) != 3 {
+		t.Fatalf("the hold's writes: %+v, want oom_control, the limit, its move", r.Writes)
+	}
+	if _, err := k.Kill(context.Background(), Target{Name: "hog", Cgroup: c.Memory}, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done
+	if oom, err := s.OOM(); err != nil || oom.Kills != 0 {
+		t.Fatalf("kernel OOM kills with the raised hold: %+v %v", oom, err)
+	}
+	if err := hd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	checkReleased(t, s, c.Memory)
+	if err := hd.Raise(more); !errors.Is(err, ErrNotRaisable) {
+		t.Fatalf("Raise after Release: %v, want ErrNotRaisable", err)
+	}
+}
+
 // The PID hold stops a fork loop: forks fail at pids.max, nothing is
 // killed, and the kill that follows needs no freezer.
 func TestHoldPIDs(t *testing.T) {

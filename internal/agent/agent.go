@@ -340,6 +340,10 @@ type Record struct {
 	// this synchronize did not evict, undone before any eviction started
 	// (earlystop.go); a confirmed one is its eviction's Stop.
 	EarlyStopUndone *GrowthStop `json:"earlyStopUndone,omitempty"`
+	// EarlyStopMoved is that stop when this synchronize found its
+	// threshold just short of met and raised its limit by the shortfall
+	// instead (earlystop.go's moveEarly): Limit is the new one.
+	EarlyStopMoved *GrowthStop `json:"earlyStopMoved,omitempty"`
 }
 
 // Action is one thing the agent did for a Decision.
@@ -421,6 +425,10 @@ type GrowthStop struct {
 	Early bool `json:"early,omitempty"`
 	// Pod is the pod held, for an early stop undone (Record.EarlyStopUndone).
 	Pod *policy.PodRef `json:"pod,omitempty"`
+	// Moved: an early stop that an earlier synchronize found just short
+	// of its threshold and raised to it (Record.EarlyStopMoved); At is
+	// when it first took hold, Limit the moved one.
+	Moved bool `json:"moved,omitempty"`
 	// Released says why the hold was undone within this synchronize.
 	Released string `json:"released,omitempty"`
 }
@@ -719,7 +727,15 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 		}
 		acts[i] = act
 	}
-	rec.EarlyStopUndone = a.undoEarly(start, trig)
+	var resolved []policy.ResolvedThreshold
+	if summary != nil {
+		resolved = eng.Resolve(summary)
+	}
+	if gs, moved := a.undoEarly(start, trig, len(d.Evictions) > 0, resolved); moved {
+		rec.EarlyStopMoved = gs
+	} else {
+		rec.EarlyStopUndone = gs
+	}
 	a.logStateChanges(d) // before the kills, so the log reads in order
 	for i := range acts {
 		act := &acts[i]
@@ -795,7 +811,7 @@ func (a *Agent) Sync(ctx context.Context, trig Trigger) Record {
 	// time). Decisions are the same; a crossing meanwhile is not lost (each
 	// registration reads usage again once it is in place).
 	if summary != nil && a.cfg.Updater != nil {
-		a.cfg.Updater.Update(now, summary, eng.Resolve(summary))
+		a.cfg.Updater.Update(now, summary, resolved)
 	}
 	a.watchOOM(&rec, nil)
 	rec.Decision = d

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -59,7 +60,27 @@ type earlyStop struct {
 	pod    policy.PodRef
 	wakeAt time.Time // the wake-up's
 	at     time.Time // when the limit was in force
+	key    string    // the hard threshold the wake-up reported crossed (Wake.Crossed)
+	moved  bool      // a synchronize moved it up to its threshold (moveEarly)
 }
+
+// earlyMoveMax is the largest shortfall across which a synchronize moves
+// an early stop instead of undoing it. A v1 wake-up's usage level is the
+// threshold less the inactive file cache of the last synchronize, which
+// has changed since: on the real node the stop held pods 32 KiB to 0.8 MiB
+// short of the threshold as the Summary then saw it (bench/node.sh, 64 MiB
+// of headroom, 5 of 60 trials). Undone, the stop let the allocator cross
+// with nothing in force, and growth stopped only 4–8 ms after the
+// crossing, at the next wake-up's synchronize. A larger shortfall is not
+// the level's error but a wake-up far from the threshold: the stop is
+// undone.
+const earlyMoveMax = 4 << 20 // bytes
+
+// earlyMoveSlack is how far past the threshold a moved stop lets the
+// workload grow: the threshold is met only below it (available <
+// quantity, strictly), and the cache that moved once may move again by
+// the time it gets there. 1 MiB is 0.2 ms at 5 GiB/s.
+const earlyMoveSlack = 1 << 20 // bytes
 
 // hardMemoryKeys names the engine's hard memory thresholds (nil: none).
 func hardMemoryKeys(ts []policy.Threshold) map[string]bool {
@@ -127,7 +148,7 @@ func (a *Agent) onWake(w notify.Wake) {
 		return
 	}
 	es.early = &earlyStop{h: h, uid: ar.pod.UID, pod: policy.PodRef{Namespace: ar.pod.Namespace, Name: ar.pod.Name, UID: string(ar.pod.UID)},
-		wakeAt: w.At, at: a.cfg.Clock.Now()}
+		wakeAt: w.At, at: a.cfg.Clock.Now(), key: w.Crossed}
 	if a.holdsFile != nil {
 		a.holdsFile.Set(append(append([]actuate.HoldRecord(nil), es.loopRecs...), h.Record()))
 	}
@@ -160,7 +181,7 @@ func (a *Agent) confirmEarly(e *earlyStop) *GrowthStop {
 	a.holds[e.uid] = e.h
 	a.saveHolds()
 	gs := growthStop(e.h, e.at, Trigger{At: e.wakeAt})
-	gs.Early = true
+	gs.Early, gs.Moved = true, e.moved
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.growthStop(e.h.Mechanism, "stopped", gs.AfterTrigger)
 	}
@@ -171,15 +192,24 @@ func (a *Agent) confirmEarly(e *earlyStop) *GrowthStop {
 // (at start) that it did not confirm: its pod is not the victim (another
 // pod is, or there is no eviction). A stop placed during the synchronize
 // waits for the next, which its wake-up runs: this one's stats may predate
-// the crossing. It returns the stop as the record keeps it, nil when none
-// was undone.
-func (a *Agent) undoEarly(start time.Time, trig Trigger) *GrowthStop {
+// the crossing. A stop found just short of its threshold with no eviction
+// at all (evicting false; resolved is this synchronize's thresholds) is
+// moved instead (moveEarly). It returns the stop as the record keeps it
+// and whether it was moved rather than undone; nil when none was touched.
+func (a *Agent) undoEarly(start time.Time, trig Trigger, evicting bool, resolved []policy.ResolvedThreshold) (*GrowthStop, bool) {
 	es := &a.es
 	es.mu.Lock()
 	e := es.early
 	if e == nil || !e.at.Before(start) {
 		es.mu.Unlock()
-		return nil
+		return nil, false
+	}
+	if !evicting && !e.moved {
+		if gs := a.moveEarly(e, resolved); gs != nil {
+			es.mu.Unlock()
+			a.saveHolds()
+			return gs, true
+		}
 	}
 	es.early = nil
 	es.mu.Unlock()
@@ -194,6 +224,42 @@ func (a *Agent) undoEarly(start time.Time, trig Trigger) *GrowthStop {
 		"trigger", trig.Reason, "wake_source", trig.Source, "held", a.cfg.Clock.Now().Sub(e.at))
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.growthStop(e.h.Mechanism, "undone", 0)
+	}
+	return gs, false
+}
+
+// moveEarly raises e's limit by its threshold's shortfall (how much the
+// threshold's signal is still above it) when that is at most
+// earlyMoveMax, and earlyMoveSlack more: the workload may then grow until
+// the threshold is met, and hardly further, and the next crossing's wake-up runs the synchronize that
+// confirms or undoes the stop as it would have this one. A stop is moved
+// once: the next synchronize that does not confirm it undoes it. It returns
+// the stop as moved, nil when it was not (the caller undoes it). Called
+// with es.mu held (the hook places stops under it).
+func (a *Agent) moveEarly(e *earlyStop, resolved []policy.ResolvedThreshold) *GrowthStop {
+	var short int64 = -1
+	for _, r := range resolved {
+		if r.Threshold.String() == e.key {
+			short = r.Observation.Available.Value() - r.Quantity.Value()
+			break
+		}
+	}
+	if short <= 0 || short > earlyMoveMax {
+		return nil
+	}
+	if err := e.h.Raise(uint64(short + earlyMoveSlack)); err != nil {
+		if !errors.Is(err, actuate.ErrNotRaisable) {
+			a.log.Warn("cannot move an early growth stop; undoing it", "workload", e.h.Target.Name, "err", err)
+		}
+		return nil
+	}
+	e.moved = true
+	gs := growthStop(e.h, e.at, Trigger{At: e.wakeAt})
+	gs.Early, gs.Pod = true, &e.pod
+	a.log.Info("early growth stop moved to its threshold: the synchronize after the wake-up found it not met yet", "pod", e.pod.Namespace+"/"+e.pod.Name,
+		"threshold", e.key, "short_bytes", short, "limit", e.h.Limit)
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.growthStop(e.h.Mechanism, "moved", 0)
 	}
 	return gs
 }

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/actuate"
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
+	cgroupv1 "github.com/evictd/evictd/internal/cgroup/v1"
 	"github.com/evictd/evictd/internal/notify"
 	"github.com/evictd/evictd/internal/syncbuf"
 )
@@ -49,14 +51,24 @@ type earlyRig struct {
 
 func newEarlyRig(t *testing.T) *earlyRig {
 	t.Helper()
+	h := &recHolder{}
+	r := newEarlyRigHolder(t, h)
+	r.holder = h
+	return r
+}
+
+// newEarlyRigHolder is newEarlyRig with holder as the agent's Holder
+// (earlyRig.holder stays nil).
+func newEarlyRigHolder(t *testing.T, holder Holder) *earlyRig {
+	t.Helper()
 	// Ticking: a synchronize's stats are newer than the last one's (the
 	// engine acts on nothing else), and it begins after the wake-up's stop.
 	clock := &fakeClock{now: t0, manual: true, tick: time.Millisecond}
-	r := &earlyRig{w: newWorld(clock), clock: clock, waker: notify.NewWaker(), holder: &recHolder{}, recs: make(chan Record, 8), logs: &syncbuf.Buffer{}}
+	r := &earlyRig{w: newWorld(clock), clock: clock, waker: notify.NewWaker(), recs: make(chan Record, 8), logs: &syncbuf.Buffer{}}
 	r.w.avail = func(time.Time) int64 { return 3 * gi }
 	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "2Gi"},
 		map[string]string{"memory.available": "1m"}, 0),
-		Observer: sources{r.w, r.w}, Evictor: r.w, Holder: r.holder, Clock: clock, Waker: r.waker,
+		Observer: sources{r.w, r.w}, Evictor: r.w, Holder: holder, Clock: clock, Waker: r.waker,
 		Log:      slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnRecord: func(rec Record) { r.recs <- rec }})
 	if err != nil {
@@ -181,5 +193,76 @@ func TestEarlyStopOnlyOnHardCrossing(t *testing.T) {
 		if got := r.holder.names(); len(got) != 0 {
 			t.Fatalf("wake-up with Crossed %q held %v", crossed, got)
 		}
+	}
+}
+
+// cgroupHolder holds every pod at one real v1 memory cgroup, through
+// actuate's Killer: what a move writes is the kernel's file.
+type cgroupHolder struct {
+	k   *actuate.Killer
+	dir string
+}
+
+func (h *cgroupHolder) Hold(pod *v1.Pod, r actuate.Resource) (*actuate.Hold, error) {
+	return h.k.Hold(actuate.Target{Name: pod.Name, Cgroup: h.dir}, r)
+}
+
+// An early stop that its synchronize finds just short of the threshold
+// (the wake-up's usage level was off by the page cache that moved since)
+// is moved up by the shortfall, not undone: the pod may grow until the
+// threshold is met, and no further. The next crossing's synchronize
+// confirms it as the victim's stop; a moved stop that the next
+// synchronize does not confirm is undone, once. On a real v1 memory
+// cgroup (the move is a write of memory.limit_in_bytes).
+func TestEarlyStopMovedWhenJustShort(t *testing.T) {
+	cgrouptest.RequireV1Memory(t)
+	dir := cgrouptest.Mkdirs(t, cgrouptest.V1Memory, cgrouptest.UniqueName(t))
+	limit := func() uint64 {
+		t.Helper()
+		v, err := cgroupv1.ReadMemoryLimitInBytes(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	const short = 3 << 20 // under earlyMoveMax
+	for _, confirm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "confirmed", false: "undone"}[confirm], func(t *testing.T) {
+			r := newEarlyRigHolder(t, &cgroupHolder{k: &actuate.Killer{Mode: actuate.V1, MemoryRoot: cgrouptest.V1Memory}, dir: dir})
+			r.setAvail(1*gi + short)
+			r.wake("memory.available<1Gi")
+			held := limit()
+			rec := r.next(t)
+			m := rec.EarlyStopMoved
+			if m == nil || m.Pod == nil || m.Pod.Name != "besteffort" || !m.Early || rec.EarlyStopUndone != nil || len(rec.Actions) != 0 {
+				t.Fatalf("moved %+v, undone %+v, actions %+v: want besteffort's stop moved", m, rec.EarlyStopUndone, rec.Actions)
+			}
+			if got := limit(); got != held+short+earlyMoveSlack || m.Limit != got {
+				t.Fatalf("memory.limit_in_bytes %d (record %d) after the move, want %d + %d + %d", got, m.Limit, held, short, earlyMoveSlack)
+			}
+			if !strings.Contains(r.logs.String(), "early growth stop moved") {
+				t.Errorf("no log line for the move:\n%s", r.logs)
+			}
+			if confirm {
+				r.setAvail(1*gi - mi)
+				r.wake("memory.available<1Gi")
+				rec = r.next(t)
+				if len(rec.Actions) != 1 || rec.Actions[0].Pod.Name != "besteffort" {
+					t.Fatalf("actions %+v, want besteffort evicted", rec.Actions)
+				}
+				if gs := rec.Actions[0].Stop; gs == nil || !gs.Early || !gs.Moved || gs.Limit != held+short+earlyMoveSlack {
+					t.Fatalf("victim's stop %+v, want the early one as moved", gs)
+				}
+				return
+			}
+			r.wake("memory.available<1Gi") // still short: the moved stop is not moved again
+			rec = r.next(t)
+			if u := rec.EarlyStopUndone; u == nil || u.Pod == nil || u.Pod.Name != "besteffort" || rec.EarlyStopMoved != nil {
+				t.Fatalf("undone %+v, moved %+v: want the moved stop undone", u, rec.EarlyStopMoved)
+			}
+			if got := limit(); got < 1<<40 {
+				t.Fatalf("memory.limit_in_bytes %d after the undo, want unlimited again", got)
+			}
+		})
 	}
 }

@@ -35,7 +35,7 @@ func (f *logFilter) pass(r Record) (out Record, ok bool) {
 	key := decisionKey(r.Decision)
 	changed := !f.written || key != f.last
 	switch {
-	case len(r.Actions) > 0 || len(r.Decision.Evictions) > 0 || r.EarlyStopUndone != nil:
+	case len(r.Actions) > 0 || len(r.Decision.Evictions) > 0 || r.EarlyStopUndone != nil || r.EarlyStopMoved != nil:
 	case changed:
 		// Pressure that ends is a change too: the record saying so is
 		// written even though it has nothing met.
@@ -61,7 +61,7 @@ func (f *logFilter) pass(r Record) (out Record, ok bool) {
 // interesting reports a synchronize that has anything to say.
 func interesting(r Record) bool {
 	d := r.Decision
-	return len(d.Met) > 0 || len(d.Evictions) > 0 || d.Error != "" || len(r.Actions) > 0 || r.EarlyStopUndone != nil || len(d.NodeConditions) > 0 || len(d.SkippedCritical) > 0
+	return len(d.Met) > 0 || len(d.Evictions) > 0 || d.Error != "" || len(r.Actions) > 0 || r.EarlyStopUndone != nil || r.EarlyStopMoved != nil || len(d.NodeConditions) > 0 || len(d.SkippedCritical) > 0
 }
 
 // decisionKey is what of a decision counts as a change: which thresholds

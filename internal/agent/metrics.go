@@ -66,7 +66,7 @@ type Metrics struct {
 	OutputDropped *prometheus.CounterVec
 
 	// GrowthStops counts victims' holds by mechanism and outcome (stopped,
-	// failed, dry-run, undone); GrowthStopLatency is the trigger → limit in force.
+	// failed, dry-run, undone, moved); GrowthStopLatency is the trigger → limit in force.
 	GrowthStops       *prometheus.CounterVec
 	GrowthStopLatency *prometheus.HistogramVec
 	// KernelOOMKills counts the kernel OOM killer's kills by pod (pod ""
@@ -170,7 +170,7 @@ func NewMetrics() *Metrics {
 	}
 	m.BuildInfo.WithLabelValues(version.Version(), version.Revision(), version.GoVersion(), version.Kubelet).Set(1)
 	m.GrowthStops = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "evictd", Name: "growth_stops_total",
-		Help: "Eviction victims whose growth was stopped at decision time (a hard memory or PID threshold), by mechanism and outcome (stopped, failed, dry-run; undone: an early stop, placed on a kernel wake-up before its synchronize, on a pod that synchronize did not evict)."},
+		Help: "Eviction victims whose growth was stopped at decision time (a hard memory or PID threshold), by mechanism and outcome (stopped, failed, dry-run; undone: an early stop, placed on a kernel wake-up before its synchronize, on a pod that synchronize did not evict; moved: such a stop raised to its threshold, which that synchronize found just short of met)."},
 		[]string{"mechanism", "outcome"})
 	m.GrowthStopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "evictd", Name: "growth_stop_seconds",
 		Help:    "Time from the synchronize's trigger (a kernel wake-up or tick) until the victim's limit was in force.",
@@ -187,6 +187,7 @@ func NewMetrics() *Metrics {
 	for _, mech := range []string{actuate.MechMemoryHigh, actuate.MechMemoryLimit} {
 		m.GrowthStops.WithLabelValues(mech, "undone")
 	}
+	m.GrowthStops.WithLabelValues(actuate.MechMemoryLimit, "moved")
 	m.GrowthStops.WithLabelValues("", "failed")
 	m.KernelOOMKills.WithLabelValues("", "", "")
 	// The Go runtime's and the process's own metrics (go_goroutines,
