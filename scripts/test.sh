@@ -154,11 +154,9 @@ bench() {
 	bench/run.sh --quick
 }
 
-# The tiers `all` runs, fastest first. node-v2 is not among them yet: it is
-# not green (the races against the kubelet's poll under emulation, issue
-# 19), and with it a cold run exceeds CI's 90 minutes (≈ 55 min before it,
-# ≈ 30 min for it); run it with `make test-node-v2`.
-tiers=(unit vm parity apiserver ops node bench)
+# The tiers `all` runs, fastest first; node-v2, the cgroup v2 node under
+# emulation, last (≈ 20 min warm, ≈ 23 cold with its image: docs/testing.md).
+tiers=(unit vm parity apiserver ops node bench node-v2)
 
 all() {
 	local t t0 start=$SECONDS failed=() lines=()
