@@ -351,15 +351,15 @@ func (h *Hold) memoryLimit(dir string) error {
 // memory limit, released, or a dry run.
 var ErrNotRaisable = errors.New("not a v1 memory hold in force")
 
-// Raise moves a v1 memory hold up by more bytes, never past the limit the
-// workload had before the hold: it may then grow that much before the
-// kernel stops it. The agent moves an early stop that its synchronize
-// found placed just short of the threshold (internal/agent's
-// earlystop.go), so that the stop still takes hold at the threshold
-// instead of being undone. Release undoes the move with the rest. A v2
-// hold is not moved (ErrNotRaisable): memory.high sits memoryHighUnder
-// below the usage, so raising it by the shortfall would not let the
-// workload reach the threshold.
+// Raise moves a v1 memory hold to more bytes above the workload's usage
+// now, never lower than it is and never past the limit the workload had
+// before the hold: it may then grow that much before the kernel stops it.
+// The agent moves an early stop that its synchronize found placed just
+// short of the threshold (internal/agent's earlystop.go), so that the stop
+// still takes hold at the threshold instead of being undone. Release undoes
+// the move with the rest. A v2 hold is not moved (ErrNotRaisable):
+// memory.high sits memoryHighUnder below the usage, so raising it by the
+// shortfall would not let the workload reach the threshold.
 func (h *Hold) Raise(more uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -376,11 +376,18 @@ func (h *Hold) Raise(more uint64) error {
 	if orig == 0 || h.Limit >= orig {
 		return nil // its own limit holds it: nothing of the hold's to move
 	}
-	v := min(h.Limit+more, orig)
+	usage, err := cgroupv1.ReadMemoryUsageInBytes(h.Dir)
+	if err != nil {
+		return fmt.Errorf("move the hold on %s: %w", h.Dir, err)
+	}
+	v := min(max(usage+more, h.Limit), orig)
+	if v == h.Limit {
+		return nil
+	}
 	if err := h.write(h.Dir, "memory.limit_in_bytes", h.Limit, v); err != nil {
 		return fmt.Errorf("move the hold on %s: %w", h.Dir, err)
 	}
-	h.Limit = v
+	h.Usage, h.Limit = usage, v
 	return nil
 }
 

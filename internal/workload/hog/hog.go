@@ -260,8 +260,38 @@ func run(script, cgroups string, life *os.File) error {
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
+	spareThreads(spareOSThreads)
 	h := &hogState{life: life}
 	return h.run(steps)
+}
+
+// spareOSThreads is how many idle OS threads a hog keeps in the Go
+// runtime's pool before its script runs. A hog held at its cgroup's memory
+// limit cannot create a thread: the kernel charges the new thread's stack
+// to the cgroup (v1 fails the clone with ENOMEM at the limit), and the Go
+// runtime then dies ("failed to create new OS thread", errno 12), which a
+// test took for the hog's exit on SIGTERM (TestHoldMemory at load 3, 1 run
+// of 12). The runtime makes threads on demand (the locked main goroutine
+// hands its P to another thread whenever it blocks) and keeps idle ones for
+// good; with the script's allocating threads, four spares were never used
+// up. A real Go workload held so can die the same way (docs/agent.md).
+const spareOSThreads = 4
+
+// spareThreads leaves n idle OS threads in the runtime's pool.
+func spareThreads(n int) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			runtime.LockOSThread() // each on a thread of its own, all at once
+			wg.Done()
+			<-release
+			runtime.UnlockOSThread() // back to the pool, not ended
+		}()
+	}
+	wg.Wait()
+	close(release)
 }
 
 // hogState is a running script: what it has allocated, and how many
@@ -284,6 +314,9 @@ func (h *hogState) parallel(f func(i, n int) error) error {
 	for i := range n {
 		go func() {
 			runtime.LockOSThread()
+			// Unlocked at the end, its thread goes back to the pool
+			// instead of ending with the goroutine (spareThreads).
+			defer runtime.UnlockOSThread()
 			errs <- f(i, n)
 		}()
 	}
