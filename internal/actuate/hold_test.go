@@ -86,12 +86,7 @@ func TestHoldMemory(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		name := map[bool]string{false: "without-hold-oom", true: "held"}[hold]
 		t.Run(name, func(t *testing.T) {
-			s := sandboxtest.New(t, holdLimit)
-			c, _ := s.Child("hog")
-			path, open := gate(t)
-			h := sandboxtest.StartHog(t, fmt.Sprintf(holdScript, path), c)
-			waitUsage(t, s, c.Memory, holdAtLeast)
-			k := killer(s)
+			s, c, h, open, k := gatedHog(t)
 			if !hold {
 				open()
 				select {
@@ -139,16 +134,35 @@ func TestHoldMemory(t *testing.T) {
 			if s.Mode == sandbox.V1 && res.HardKill != "SIGKILL (held)" {
 				t.Errorf("hard kill %q: a held v1 workload is killed without the freezer, which cannot freeze threads asleep at the limit", res.HardKill)
 			}
-			<-h.Done
-			if oom, err := s.OOM(); err != nil || oom.Kills != 0 {
-				t.Fatalf("kernel OOM kills with the hold: %+v %v", oom, err)
-			}
-			if err := hd.Release(); err != nil {
-				t.Fatal(err)
-			}
-			checkReleased(t, s, c.Memory)
+			endHeld(t, s, h, hd, c.Memory)
 		})
 	}
+}
+
+// gatedHog starts holdScript's hog in a holdLimit sandbox and returns once
+// it waits at its gate (open lets it on), with a killer for the sandbox.
+func gatedHog(t *testing.T) (s *sandbox.Sandbox, c sandbox.Cgroup, h *sandboxtest.Hog, open func(), k *Killer) {
+	t.Helper()
+	s = sandboxtest.New(t, holdLimit)
+	c, _ = s.Child("hog")
+	path, open := gate(t)
+	h = sandboxtest.StartHog(t, fmt.Sprintf(holdScript, path), c)
+	waitUsage(t, s, c.Memory, holdAtLeast)
+	return s, c, h, open, killer(s)
+}
+
+// endHeld waits for the killed hog h, checks that the kernel OOM killer
+// never fired, releases its hold and checks its cgroup dir's limits.
+func endHeld(t *testing.T, s *sandbox.Sandbox, h *sandboxtest.Hog, hd *Hold, dir string) {
+	t.Helper()
+	<-h.Done
+	if oom, err := s.OOM(); err != nil || oom.Kills != 0 {
+		t.Fatalf("kernel OOM kills with the hold: %+v %v", oom, err)
+	}
+	if err := hd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	checkReleased(t, s, dir)
 }
 
 // checkReleased checks that the child's limits are back to none.
@@ -204,12 +218,7 @@ func TestHoldReleaseLetsItGrow(t *testing.T) {
 // v2 a hold is not raised.
 func TestHoldRaise(t *testing.T) {
 	sandboxtest.NeedRoot(t)
-	s := sandboxtest.New(t, holdLimit)
-	c, _ := s.Child("hog")
-	path, open := gate(t)
-	h := sandboxtest.StartHog(t, fmt.Sprintf(holdScript, path), c)
-	waitUsage(t, s, c.Memory, holdAtLeast)
-	k := killer(s)
+	s, c, h, open, k := gatedHog(t)
 	hd, err := k.Hold(Target{Name: "hog", Cgroup: c.Memory}, Memory)
 	if err != nil {
 		t.Fatal(err)
@@ -252,14 +261,7 @@ func TestHoldRaise(t *testing.T) {
 	if _, err := k.Kill(context.Background(), Target{Name: "hog", Cgroup: c.Memory}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	<-h.Done
-	if oom, err := s.OOM(); err != nil || oom.Kills != 0 {
-		t.Fatalf("kernel OOM kills with the raised hold: %+v %v", oom, err)
-	}
-	if err := hd.Release(); err != nil {
-		t.Fatal(err)
-	}
-	checkReleased(t, s, c.Memory)
+	endHeld(t, s, h, hd, c.Memory)
 	if err := hd.Raise(more); !errors.Is(err, ErrNotRaisable) {
 		t.Fatalf("Raise after Release: %v, want ErrNotRaisable", err)
 	}
