@@ -28,6 +28,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{[]string{}, "--workload-root is required"},
 		{[]string{"--dry-run", "--psi-window", "1s"}, "--psi-stall/--psi-window: psi window 1s: must be a multiple of 2s"},
 		{[]string{"--dry-run", "--fast-poll", "sometimes"}, `--fast-poll "sometimes": want auto, on or off`},
+		{[]string{"--dry-run", "--realtime-wakeups", "always"}, `--realtime-wakeups "always": want auto, on or off`},
 		{[]string{"--dry-run", "--fast-poll-min", "2s", "--fast-poll-max", "1s"}, "want 0 < min <= max"},
 		{[]string{"--dry-run", "--log-format", "xml"}, `invalid argument "xml" for "--log-format" flag: want text or json`},
 		{[]string{"--dry-run", "--reclaim-hook", "disk=true"}, `unknown eviction signal "disk"`},

@@ -118,7 +118,7 @@ func checkListenAddr(flag, addr string, listen bool) error {
 
 // wakeupFlags are run's kernel wake-up flags, the same in both modes.
 type wakeupFlags struct {
-	memcg, psi, events, fastPoll          *string
+	memcg, psi, events, fastPoll, rt      *string
 	psiStall, psiWindow, fastMin, fastMax *time.Duration
 	refresh                               *time.Duration
 }
@@ -129,6 +129,7 @@ func registerWakeupFlags(fs *pflag.FlagSet) *wakeupFlags {
 		psi:       fs.String("psi", "auto", "PSI memory triggers: auto (on with cgroup v2), on, off"),
 		events:    fs.String("memory-events", "auto", "watch memory.events of the workload root (cgroup v2): auto, on, off"),
 		fastPoll:  fs.String("fast-poll", "auto", "adaptive fast poll of the workload root's memory: auto (on with cgroup v2), on, off"),
+		rt:        fs.String("realtime-wakeups", "auto", "run the threads that see a crossing and stop the victim's growth at SCHED_FIFO priority 1, so that they never wait for a CPU behind the allocator: auto (where the kernel allows it: CAP_SYS_NICE), on (fail to start without it), off"),
 		psiStall:  fs.Duration("psi-stall", notify.DefaultPSIStall, "PSI trigger: stall time within the window"),
 		psiWindow: fs.Duration("psi-window", notify.DefaultPSIWindow, "PSI trigger: window (a multiple of 2s, up to 10s)"),
 		fastMin:   fs.Duration("fast-poll-min", notify.DefaultFastPollMin, "fast poll: shortest interval (near a threshold)"),
@@ -145,7 +146,7 @@ func (f *wakeupFlags) options() (agent.WakeupOptions, error) {
 		flag string
 		v    *string
 		to   *agent.Tri
-	}{{"--memcg-notification", f.memcg, &o.MemcgNotification}, {"--psi", f.psi, &o.PSI}, {"--memory-events", f.events, &o.MemoryEvents}, {"--fast-poll", f.fastPoll, &o.FastPoll}} {
+	}{{"--memcg-notification", f.memcg, &o.MemcgNotification}, {"--psi", f.psi, &o.PSI}, {"--memory-events", f.events, &o.MemoryEvents}, {"--fast-poll", f.fastPoll, &o.FastPoll}, {"--realtime-wakeups", f.rt, &o.Realtime}} {
 		v, err := agent.ParseTri(*t.v)
 		if err != nil {
 			return o, fmt.Errorf("%s %w", t.flag, err)

@@ -46,9 +46,14 @@ func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
 // Apply.
 type WakeupOptions struct {
 	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
-	PSIStall, PSIWindow                            time.Duration
-	FastPollMin, FastPollMax                       time.Duration
-	NotifierRefresh                                time.Duration
+	// Realtime runs the threads that see a crossing and place the growth
+	// stop (the epoll poller and the v1 close watch) at SCHED_FIFO
+	// notify.RealtimePriority (--realtime-wakeups): auto where the kernel
+	// allows it, on (the start fails where it does not), off.
+	Realtime                 Tri
+	PSIStall, PSIWindow      time.Duration
+	FastPollMin, FastPollMax time.Duration
+	NotifierRefresh          time.Duration
 }
 
 // NoWakeups asks for the timer alone: every kernel wake-up off (tests and
@@ -74,6 +79,7 @@ func (o WakeupOptions) Apply(cfg *WakeupConfig, thresholds []policy.Threshold) {
 	cfg.PSIStall, cfg.PSIWind = o.PSIStall, o.PSIWindow
 	cfg.FastMin, cfg.FastMax = o.FastPollMin, o.FastPollMax
 	cfg.RefreshInterval = o.NotifierRefresh
+	cfg.Realtime = o.Realtime
 }
 
 // WakeupConfig says which kernel wake-ups to set up.
@@ -104,7 +110,9 @@ type WakeupConfig struct {
 	// the early growth stop when the crossing's wake-up comes
 	// (earlystop.go). Off without a growth stop or in a dry run.
 	Arm bool
-	Log *slog.Logger
+	// Realtime: WakeupOptions.Realtime (the zero value is off).
+	Realtime Tri
+	Log      *slog.Logger
 }
 
 // psiParams are the PSI trigger's stall and window, defaulted.
@@ -139,6 +147,9 @@ type Wakeups struct {
 	fast         *notify.FastPoll // nil without the fast poll
 	cancel       context.CancelFunc
 	active       []string
+	// prio is the SCHED_FIFO priority of the poller's and the close
+	// watches' threads (0: the ordinary priority).
+	prio int
 
 	// The memcg thresholds are moved by a goroutine of their own (moveMemcg):
 	// registering one waits for an RCU grace period in the kernel
@@ -192,11 +203,15 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	p, err := notify.NewPoller()
+	prio, err := realtimePriority(cfg.Realtime, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
-	w := &Wakeups{cfg: cfg, poller: p, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, watches: map[string]*notify.CloseWatch{}, failed: map[string]bool{},
+	p, err := notify.NewPollerAt(prio)
+	if err != nil {
+		return nil, err
+	}
+	w := &Wakeups{cfg: cfg, poller: p, prio: prio, waker: notify.NewWaker(), log: cfg.Log, memcg: map[string]*notify.MemcgThreshold{}, watches: map[string]*notify.CloseWatch{}, failed: map[string]bool{},
 		moveKick: make(chan struct{}, 1), moveStop: make(chan struct{}), moveEnded: make(chan struct{})}
 	w.moveCond = sync.NewCond(&w.moveMu)
 	go w.moveMemcg()
@@ -223,6 +238,28 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 		w.active = append(w.active, "fast-poll "+cfg.PodsCgroup)
 	}
 	return w, nil
+}
+
+// realtimePriority resolves --realtime-wakeups: the SCHED_FIFO priority of
+// the notifiers' threads, 0 for the ordinary one. auto logs once why the
+// kernel refused it; on makes the refusal the start's error.
+func realtimePriority(t Tri, log *slog.Logger) (int, error) {
+	if !t.enabled(true) {
+		return 0, nil
+	}
+	err := notify.ProbeRealtime(notify.RealtimePriority)
+	switch {
+	case err == nil:
+		return notify.RealtimePriority, nil
+	case t == On:
+		return 0, fmt.Errorf("--realtime-wakeups=on: %w (give evictd CAP_SYS_NICE, or run it in a cpu cgroup with real-time runtime)", err)
+	}
+	// Info, not a warning: the DaemonSet as shipped runs here (its pod's cpu
+	// cgroup has no real-time runtime on a kernel with real-time group
+	// scheduling), and a warning at every start of the default teaches
+	// operators to read past warnings.
+	log.Info("wake-ups run at the ordinary priority: the kernel refused a real-time one, so the growth stop may wait for a CPU behind the allocator it stops (docs/agent.md, real-time wake-ups)", "err", err)
+	return 0, nil
 }
 
 // watchRootLocked sets up the notifiers on the pods cgroup's files (v2).
@@ -280,6 +317,9 @@ func (w *Wakeups) Active() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := append(append([]string(nil), w.active...), w.rootActive...)
+	if w.prio > 0 && w.poller.RealtimeErr() == nil {
+		out = append(out, fmt.Sprintf("realtime SCHED_FIFO %d", w.prio))
+	}
 	for k, m := range w.memcg {
 		if m.Threshold() > 0 {
 			out = append(out, "memcg-threshold "+k)
@@ -413,6 +453,7 @@ func (w *Wakeups) closeWatch(key, label, crossed, dir string) *notify.CloseWatch
 	c := w.watches[key]
 	if c == nil {
 		c = notify.NewCloseWatch(w.waker, label, dir, crossed)
+		c.Priority = w.prio
 		w.watches[key] = c
 	}
 	return c

@@ -36,6 +36,7 @@ var flagChoices = map[string][]string{
 	"psi":                {"auto", "on", "off"},
 	"memory-events":      {"auto", "on", "off"},
 	"fast-poll":          {"auto", "on", "off"},
+	"realtime-wakeups":   {"auto", "on", "off"},
 	"filesystems":        {"single", "imagefs", "split"},
 	"cgroup-version":     {"1", "2"},
 }

@@ -52,6 +52,12 @@ type CloseWatch struct {
 	// RampRate is the allocation rate the interval is sized for (0:
 	// DefaultRampRate).
 	RampRate int64
+	// Priority, when > 0, runs each watch on an OS thread of its own at
+	// SCHED_FIFO Priority, sleeping in the kernel between reads, so that
+	// neither its reads nor the wake-up it sends wait behind the allocator
+	// (RealtimePriority; set it only after ProbeRealtime succeeded: a
+	// refused priority leaves the watch at the ordinary one).
+	Priority int
 
 	mu         sync.Mutex
 	level, arm int64 // usage thresholds: crossed above level; the watch ends at arm or below
@@ -129,14 +135,16 @@ func (c *CloseWatch) run() {
 		return // the cgroup is gone: nothing left to watch, the next synchronize sees why
 	}
 	defer unix.Close(fd)
-	t := time.NewTimer(0)
-	defer t.Stop()
+	if c.Priority > 0 {
+		_ = realtime(c.Priority) // ends locked: the thread goes with the watch
+		defer ordinary()
+	}
 	end := time.Now().Add(CloseWatchFor)
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-t.C:
+		default:
 		}
 		u := preadUsage(fd, attr)
 		now := time.Now()
@@ -152,7 +160,9 @@ func (c *CloseWatch) run() {
 		case u <= arm, now.After(end):
 			return
 		}
-		t.Reset(c.interval(level - u))
+		// In the kernel, not on a Go timer (sleepOn); at most
+		// CloseWatchMax, so Close ends the watch within that.
+		sleepOn(c.interval(level - u))
 	}
 }
 

@@ -105,8 +105,10 @@ type Poller struct {
 	next     int32
 	closed   bool
 
-	done chan struct{}
-	err  error // the error that stopped the loop, if any
+	done    chan struct{}
+	err     error         // the error that stopped the loop, if any
+	started chan struct{} // closed once the loop's thread has its priority
+	rtErr   error         // why the loop's thread is not real-time, when it was asked to be
 }
 
 // closeToken identifies the close eventfd in the epoll set.
@@ -116,8 +118,16 @@ const closeToken int32 = 0
 // the next call, so the number only bounds batching.
 const maxEvents = 16
 
-// NewPoller creates the epoll instance and starts its goroutine.
-func NewPoller() (*Poller, error) {
+// NewPoller creates the epoll instance and starts its goroutine, at the
+// ordinary priority.
+func NewPoller() (*Poller, error) { return NewPollerAt(0) }
+
+// NewPollerAt is NewPoller at SCHED_FIFO prio when prio > 0
+// (RealtimePriority): the goroutine then has an OS thread of its own, on
+// which the handlers, the Waker's OnWake hook among them, run. Where the
+// kernel refuses the priority (ProbeRealtime) the thread runs at the
+// ordinary one and RealtimeErr says why.
+func NewPollerAt(prio int) (*Poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -132,8 +142,9 @@ func NewPoller() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("epoll_ctl add close eventfd: %w", err)
 	}
-	p := &Poller{epfd: epfd, closefd: closefd, handlers: map[int32]handler{}, next: 1, done: make(chan struct{})}
-	go p.loop()
+	p := &Poller{epfd: epfd, closefd: closefd, handlers: map[int32]handler{}, next: 1, done: make(chan struct{}), started: make(chan struct{})}
+	go p.loop(prio)
+	<-p.started
 	return p, nil
 }
 
@@ -167,8 +178,15 @@ func (p *Poller) remove(fd int, tok int32) {
 	}
 }
 
-func (p *Poller) loop() {
+func (p *Poller) loop(prio int) {
 	defer close(p.done)
+	if prio > 0 {
+		// Ends locked (the loop returns only when the poller ends): its
+		// thread, real-time or not, ends with it.
+		p.rtErr = realtime(prio)
+		defer ordinary()
+	}
+	close(p.started)
 	events := make([]unix.EpollEvent, maxEvents)
 	for {
 		n, err := unix.EpollWait(p.epfd, events, -1)
@@ -195,6 +213,10 @@ func (p *Poller) loop() {
 		}
 	}
 }
+
+// RealtimeErr says why the poller's thread runs at the ordinary priority
+// although NewPollerAt asked for a real-time one (nil otherwise).
+func (p *Poller) RealtimeErr() error { return p.rtErr }
 
 // Err returns the error that stopped the poller's loop, or nil.
 func (p *Poller) Err() error {
