@@ -38,6 +38,9 @@ type oomCell struct {
 	Term     bool   `json:"term"` // SIGTERM obeyed (else ignored)
 	Headroom int64  `json:"headroom"`
 	Stop     bool   `json:"stop"` // evictd's growth stop on
+	// Ordinary: the stop on, its wake-ups at the ordinary priority
+	// (--realtime-wakeups=off) instead of SCHED_FIFO (auto, the default).
+	Ordinary bool `json:"ordinary,omitempty"`
 }
 
 // oomTrial is one trial's outcome. Durations are from the crossing.
@@ -100,12 +103,12 @@ func oomCells(ramps, terms, headrooms, stops string, scale float64) ([]oomCell, 
 					if err != nil || mi <= 0 {
 						return nil, fmt.Errorf("-oom-headroom %q: want mebibytes, e.g. 256Mi", h)
 					}
-					c := oomCell{Ramp: r, Term: tm == "obeyed", Headroom: sc(int64(mi) << 20), Stop: st == "on"}
+					c := oomCell{Ramp: r, Term: tm == "obeyed", Headroom: sc(int64(mi) << 20), Stop: st != "off", Ordinary: st == "ordinary"}
 					if tm != "obeyed" && tm != "ignored" {
 						return nil, fmt.Errorf("-oom-sigterm %q: want obeyed or ignored", tm)
 					}
-					if st != "on" && st != "off" {
-						return nil, fmt.Errorf("-oom-stop %q: want on or off", st)
+					if st != "on" && st != "off" && st != "ordinary" {
+						return nil, fmt.Errorf("-oom-stop %q: want on, ordinary or off", st)
 					}
 					if _, err := rampScript(r, 1, scale); err != nil {
 						return nil, err
@@ -168,6 +171,9 @@ func (c oomCell) name() string {
 }
 
 func (c oomCell) variant() string {
+	if c.Ordinary {
+		return "evictd, ordinary priority"
+	}
 	if c.Stop {
 		return "evictd"
 	}
@@ -199,12 +205,15 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if err != nil {
 		return oomTrial{}, err
 	}
-	psi := agent.Off
+	psi, rt := agent.Off, agent.Auto // real-time wake-ups as evictd runs by default
+	if c.Ordinary {
+		rt = agent.Off
+	}
 	if t.mode == sandbox.V2 {
 		psi = agent.On // as evictd runs by default on v2
 	}
 	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{Options: agent.Options{Policy: cfg, NoGrowthStop: !c.Stop,
-		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On}}},
+		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On, Realtime: rt}}},
 		Keep: func(r agent.Record) bool {
 			return slices.ContainsFunc(r.Actions, func(a agent.Action) bool { return a.Kind == "evict" })
 		}})
