@@ -231,7 +231,7 @@ func NewWakeups(cfg WakeupConfig) (*Wakeups, error) {
 	if cfg.FastPoll && cfg.ReadPodsMemory != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
-		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax, Arm: cfg.Arm,
+		fp := &notify.FastPoll{Headroom: w.headroom, Sink: w.waker, Min: cfg.FastMin, Max: cfg.FastMax, Arm: cfg.Arm, Priority: w.prio,
 			OnError: func(err error) { w.log.Warn("fast poll cannot read the pods' memory", "err", err) }}
 		w.fast = fp
 		go fp.Run(ctx)

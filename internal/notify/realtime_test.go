@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -143,4 +144,51 @@ func TestRealtimeRefusedWithoutRTRuntime(t *testing.T) {
 	if !errors.Is(err, unix.EPERM) {
 		t.Fatalf("refusal: %v, want EPERM", err)
 	}
+}
+
+// TestFastPollRealtime: at a real-time priority the poll reads (and wakes
+// the sink) on a SCHED_FIFO thread, sleeping in the kernel; a Rebase still
+// cuts its sleep short and the end of its context still ends it, and no
+// thread keeps the policy afterwards.
+func TestFastPollRealtime(t *testing.T) {
+	needRoot(t)
+	if err := ProbeRealtime(RealtimePriority); err != nil {
+		t.Fatalf("real-time refused to root in a cpu cgroup with real-time runtime: %v", err)
+	}
+	waitFIFOThreads(t, 0)
+	policies := make(chan int, 16)
+	f := &FastPoll{Min: time.Hour, Max: time.Hour, Sink: NewWaker(), Priority: RealtimePriority,
+		Headroom: func() ([]int64, error) {
+			a, err := unix.SchedGetAttr(0, 0)
+			if err != nil {
+				return nil, err
+			}
+			policies <- int(a.Policy)
+			return []int64{1 << 40}, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan struct{})
+	go func() { f.Run(ctx); close(ended) }()
+	read := func(what string) {
+		t.Helper()
+		select {
+		case p := <-policies:
+			if p != unix.SCHED_FIFO {
+				t.Fatalf("%s: the poll's thread policy %d, want SCHED_FIFO (%d)", what, p, unix.SCHED_FIFO)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no read within 5 s (the poll sleeps an hour)", what)
+		}
+	}
+	read("the first read")
+	f.Rebase([]int64{1 << 40}, nil)
+	read("the read a Rebase asks for")
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run still running 5 s after its context ended")
+	}
+	waitFIFOThreads(t, 0)
 }
