@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/cgroup"
+	"github.com/evictd/evictd/internal/cgroup/cgrouptest"
 )
 
 // fifoThreads counts this process's threads whose policy is SCHED_FIFO
@@ -113,25 +116,21 @@ func TestRealtimeRefusedWithoutRTRuntime(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cpu, "cpu.rt_runtime_us")); err != nil {
 		t.Skipf("no cgroup v1 cpu controller with real-time group scheduling (CONFIG_RT_GROUP_SCHED) at %s: %v", cpu, err)
 	}
-	dir := filepath.Join(cpu, fmt.Sprintf("evictd-test-rt-%d", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(dir)
+	dir := cgrouptest.Mkdirs(t, cpu, cgrouptest.UniqueName(t))
 	if b, err := os.ReadFile(filepath.Join(dir, "cpu.rt_runtime_us")); err != nil || strings.TrimSpace(string(b)) != "0" {
 		t.Fatalf("a new cpu cgroup's cpu.rt_runtime_us: %q, %v; want 0", b, err)
 	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // ends locked: the thread, moved, goes with it
-		tid := fmt.Sprint(unix.Gettid())
-		if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(tid), 0); err != nil {
+		tid := unix.Gettid()
+		if err := cgroup.WriteTasks(dir, tid); err != nil {
 			errc <- fmt.Errorf("move thread: %w", err)
 			return
 		}
 		rtErr := realtime(RealtimePriority)
 		// Back to the root before the thread ends, so the cgroup can go.
-		if err := os.WriteFile(filepath.Join(cpu, "tasks"), []byte(tid), 0); err != nil {
+		if err := cgroup.WriteTasks(cpu, tid); err != nil {
 			errc <- fmt.Errorf("move thread back: %w", err)
 			return
 		}
