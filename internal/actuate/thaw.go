@@ -47,8 +47,14 @@ func (k *Killer) ThawLeft(root string) ([]Frozen, error) {
 func (k *Killer) thawLeft(root string) ([]Frozen, error) {
 	if k.Mode == V2 {
 		return walkFrozen(root, func(dir string) (bool, error) {
-			ev, err := cgroupv2.ReadCgroupEvents(dir)
-			return err == nil && ev.Frozen, ignoreVanished(err)
+			// What was asked (cgroup.freeze), not what took hold
+			// (cgroup.events' frozen): a freeze under way is left
+			// too, as v1's FREEZING is.
+			f, err := cgroupv2.ReadCgroupFreeze(dir)
+			if errors.Is(err, errors.ErrUnsupported) {
+				return false, nil // before 5.2 nothing freezes a v2 cgroup
+			}
+			return err == nil && f, ignoreVanished(err)
 		}, func(dir string) error {
 			return cgroup.WriteFile(dir, "cgroup.freeze", "5.2", "0")
 		}, k.DryRun)

@@ -412,6 +412,16 @@ func WriteMemoryHigh(dir string, v uint64) error {
 	return cgroup.WriteFile(dir, "memory.high", since, cgroup.FormatLimit(v))
 }
 
+// ReadCgroupFreeze reads cgroup.freeze (5.2+; absent at the root): whether
+// the cgroup was asked to freeze. cgroup.events' "frozen" says when that
+// took hold, once every task has stopped: a cgroup whose freeze is under way
+// (a task has not reached user space yet) reads true here and frozen 0
+// there.
+func ReadCgroupFreeze(dir string) (bool, error) {
+	v, err := cgroup.ReadFile(dir, "cgroup.freeze", "5.2", parseCounter)
+	return v != 0, err
+}
+
 // WriteCgroupFreeze writes cgroup.freeze (5.2+): 1 freezes every task of
 // the subtree as it next returns to user space (cgroup.events "frozen 1"
 // once all have), 0 thaws them. SIGKILL still reaches a frozen task.

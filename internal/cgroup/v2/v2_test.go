@@ -185,6 +185,26 @@ func TestHandWrittenAndMalformed(t *testing.T) {
 	}
 }
 
+// ReadCgroupFreeze reads what was asked; a missing file (a kernel before
+// 5.2, or the root) is the kernel's NotSupportedError, not false.
+func TestReadCgroupFreeze(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		in   string
+		want bool
+	}{{"0\n", false}, {"1\n", true}} {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte(c.in), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := ReadCgroupFreeze(dir); err != nil || got != c.want {
+			t.Errorf("cgroup.freeze %q: %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	if _, err := ReadCgroupFreeze(t.TempDir()); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("no cgroup.freeze: %v, want errors.ErrUnsupported", err)
+	}
+}
+
 // TestRealV2MemoryCgroup is the v2 tier: it needs a pure cgroup v2 hierarchy
 // with the memory controller, which this host (memory on v1) lacks, so it
 // skips here and runs in the VM (EVICTD_TEST_VM=1), where a missing feature

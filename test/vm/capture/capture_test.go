@@ -28,7 +28,7 @@ const limit = 60 * time.Second
 // cgroupFiles must exist in every non-root cgroup of the VM's kernel: the
 // files evictd's v2 readers and notifiers use.
 var cgroupFiles = []string{
-	"cgroup.controllers", "cgroup.subtree_control", "cgroup.events", "cgroup.stat",
+	"cgroup.controllers", "cgroup.subtree_control", "cgroup.events", "cgroup.stat", "cgroup.freeze",
 	"memory.current", "memory.stat", "memory.events", "memory.events.local",
 	"memory.max", "memory.high", "memory.low", "memory.min", "memory.oom.group",
 	"memory.pressure", "io.pressure", "cpu.pressure",
