@@ -47,7 +47,7 @@ func (t Tri) enabled(auto bool) bool { return t == On || (t == Auto && auto) }
 type WakeupOptions struct {
 	MemcgNotification, PSI, MemoryEvents, FastPoll Tri
 	// Realtime runs the threads that see a crossing and place the growth
-	// stop (the epoll poller and the v1 close watch) at SCHED_FIFO
+	// stop (the epoll poller, the fast poll and the v1 close watch) at SCHED_FIFO
 	// notify.RealtimePriority (--realtime-wakeups): auto where the kernel
 	// allows it, on (the start fails where it does not), off.
 	Realtime                 Tri
@@ -147,8 +147,8 @@ type Wakeups struct {
 	fast         *notify.FastPoll // nil without the fast poll
 	cancel       context.CancelFunc
 	active       []string
-	// prio is the SCHED_FIFO priority of the poller's and the close
-	// watches' threads (0: the ordinary priority).
+	// prio is the SCHED_FIFO priority of the poller's, the fast poll's and
+	// the close watches' threads (0: the ordinary priority).
 	prio int
 
 	// The memcg thresholds are moved by a goroutine of their own (moveMemcg):

@@ -53,7 +53,7 @@ type CloseWatch struct {
 	// DefaultRampRate).
 	RampRate int64
 	// Priority, when > 0, runs each watch on an OS thread of its own at
-	// SCHED_FIFO Priority, sleeping in the kernel between reads, so that
+	// SCHED_FIFO Priority, sleeping in the kernel between reads (waiter), so that
 	// neither its reads nor the wake-up it sends wait behind the allocator
 	// (RealtimePriority; set it only after ProbeRealtime succeeded: a
 	// refused priority leaves the watch at the ordinary one).
@@ -135,17 +135,15 @@ func (c *CloseWatch) run() {
 		return // the cgroup is gone: nothing left to watch, the next synchronize sees why
 	}
 	defer unix.Close(fd)
+	rt := false
 	if c.Priority > 0 {
-		_ = realtime(c.Priority) // ends locked: the thread goes with the watch
+		rt = realtime(c.Priority) == nil // ends locked: the thread goes with the watch
 		defer ordinary()
 	}
+	w := newWaiter(rt, c.stop, nil)
+	defer w.close()
 	end := time.Now().Add(CloseWatchFor)
 	for {
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
 		u := preadUsage(fd, attr)
 		now := time.Now()
 		c.mu.Lock()
@@ -160,9 +158,9 @@ func (c *CloseWatch) run() {
 		case u <= arm, now.After(end):
 			return
 		}
-		// In the kernel, not on a Go timer (sleepOn); at most
-		// CloseWatchMax, so Close ends the watch within that.
-		sleepOn(c.interval(level - u))
+		if !w.wait(c.interval(level - u)) {
+			return
+		}
 	}
 }
 

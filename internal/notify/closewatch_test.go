@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,12 +65,21 @@ func TestCloseWatchSeesACrossingWithoutCharges(t *testing.T) {
 
 // A watch ends without a wake-up when usage is at or below the arming level
 // (the pressure went away), after CloseWatchFor when usage stays between
-// the levels, and at Close; a closed watch starts no more.
+// the levels, and at Close; a closed watch starts no more. The same at a
+// real-time priority, where the watch waits in the kernel and ends on its
+// own as well as at Close.
 func TestCloseWatchEnds(t *testing.T) {
 	needMode(t, sandbox.V1)
+	for _, prio := range []int{0, RealtimePriority} {
+		t.Run(fmt.Sprintf("priority %d", prio), func(t *testing.T) { closeWatchEnds(t, prio) })
+	}
+}
+
+func closeWatchEnds(t *testing.T, prio int) {
 	s := newSandbox(t, 0)
 	w := NewWaker()
 	cw := NewCloseWatch(w, "memory.available", s.Parent.Memory, "memory.available<100Mi")
+	cw.Priority = prio
 	t.Cleanup(func() { cw.Close() })
 
 	cw.Start()
@@ -100,6 +110,7 @@ func TestCloseWatchEnds(t *testing.T) {
 	if cw.Running() {
 		t.Fatal("a closed watch started")
 	}
+	waitFIFOThreads(t, 0)
 }
 
 // The interval is the time the distance lasts at RampRate, halved, within

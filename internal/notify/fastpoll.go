@@ -2,11 +2,8 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Fast-poll bounds. The interval shrinks with the headroom to the nearest
@@ -53,7 +50,7 @@ type FastPoll struct {
 	// (headroom / ArmFloor) such synchronizes.
 	Arm bool
 	// Priority, when > 0, runs the poll on an OS thread of its own at
-	// SCHED_FIFO Priority, waiting in the kernel (ppoll) between reads, so
+	// SCHED_FIFO Priority, waiting in the kernel between reads (waiter), so
 	// that its reads and the wake-up it sends (the early growth stop runs
 	// on it) never wait behind the allocator (RealtimePriority; as for
 	// CloseWatch, set it only after ProbeRealtime succeeded).
@@ -167,21 +164,13 @@ func (f *FastPoll) Interval(headroom int64) time.Duration {
 // Run polls until ctx is done.
 func (f *FastPoll) Run(ctx context.Context) {
 	f.init()
-	var wait func(time.Duration) bool
+	rt := false
 	if f.Priority > 0 {
-		w, err := newKernelWait(ctx, f.kick)
-		if err == nil {
-			defer w.close()
-			_ = realtime(f.Priority) // ends locked: the thread goes with the poll
-			defer ordinary()
-			wait = w.wait
-		}
+		rt = realtime(f.Priority) == nil // ends locked: the thread goes with the poll
+		defer ordinary()
 	}
-	if wait == nil {
-		t := time.NewTimer(0)
-		defer t.Stop()
-		wait = func(d time.Duration) bool { return timerWait(ctx, t, f.kick, d) }
-	}
+	w := newWaiter(rt, ctx.Done(), f.kick)
+	defer w.close()
 	var known, failing bool
 	var prev []bool // per threshold, met at the last read
 	var keys []string
@@ -189,7 +178,7 @@ func (f *FastPoll) Run(ctx context.Context) {
 	var fired []bool // per threshold, an arming wake-up since the rebase
 	next := time.Duration(0)
 	for {
-		if !wait(next) {
+		if !w.wait(next) {
 			return
 		}
 		f.mu.Lock()
@@ -220,73 +209,6 @@ func (f *FastPoll) Run(ctx context.Context) {
 		known, prev = true, set
 		next = f.Interval(nearest)
 	}
-}
-
-// timerWait waits d on a Go timer, or until a kick: false once ctx is done.
-func timerWait(ctx context.Context, t *time.Timer, kick <-chan struct{}, d time.Duration) bool {
-	t.Reset(d)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-kick:
-		if !t.Stop() {
-			select { // drain a tick that fired meanwhile
-			case <-t.C:
-			default:
-			}
-		}
-	}
-	return true
-}
-
-// kernelWait waits in the kernel on the calling thread (ppoll on an
-// eventfd), not on a Go timer, which fires on whichever thread runs Go's
-// scheduler (sleepOn). A relay goroutine turns ctx's end and the kicks into
-// writes to the eventfd: neither is in a hurry.
-type kernelWait struct {
-	ctx     context.Context
-	efd     int
-	relayed chan struct{} // closed when the relay has ended
-}
-
-func newKernelWait(ctx context.Context, kick <-chan struct{}) (*kernelWait, error) {
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	w := &kernelWait{ctx: ctx, efd: efd, relayed: make(chan struct{})}
-	go func() {
-		defer close(w.relayed)
-		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
-		for {
-			select {
-			case <-ctx.Done():
-				unix.Write(efd, one)
-				return
-			case <-kick:
-				unix.Write(efd, one)
-			}
-		}
-	}()
-	return w, nil
-}
-
-// wait waits d or until a kick: false once ctx is done.
-func (w *kernelWait) wait(d time.Duration) bool {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	fds := []unix.PollFd{{Fd: int32(w.efd), Events: unix.POLLIN}}
-	if n, _ := unix.Ppoll(fds, &ts, nil); n > 0 {
-		drainEventfd(w.efd)
-	} // else the time is up, or a signal came (EINTR): an early read does no harm
-	return w.ctx.Err() == nil
-}
-
-// close ends the wait once ctx is done: the relay's last write comes before
-// the eventfd is closed, so it cannot land on a reused descriptor.
-func (w *kernelWait) close() {
-	<-w.relayed
-	unix.Close(w.efd)
 }
 
 // count is how many thresholds set has met.

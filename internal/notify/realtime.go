@@ -66,16 +66,87 @@ func ProbeRealtime(prio int) error {
 	return <-errc
 }
 
-// sleepOn sleeps d in the kernel on the calling thread (clock_nanosleep),
-// not on a Go timer: a timer fires on whichever thread runs Go's scheduler,
-// at the ordinary priority, and would hand a real-time thread its wake-up
-// only as late as that thread gets a CPU.
-func sleepOn(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	for {
-		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, &ts)
-		if err != unix.EINTR {
-			return
+// waiter is a poll's sleep between reads: d, or until a kick, or until done
+// is closed. At the ordinary priority it waits on a Go timer. At a
+// real-time one (rt) it waits in the kernel on the calling thread, ppoll on
+// an eventfd that a relay goroutine writes for a kick and for done: a Go
+// timer fires on whichever thread runs Go's scheduler, at the ordinary
+// priority, and would hand the real-time thread its wake-up only as late as
+// that thread gets a CPU. Neither a kick nor done is in a hurry.
+type waiter struct {
+	done, kick <-chan struct{} // kick may be nil: none
+	t          *time.Timer     // at the ordinary priority
+	efd        int             // at a real-time one (-1 otherwise)
+	quit       chan struct{}   // closed by close: the relay ends
+	relayed    chan struct{}   // closed when the relay has ended
+}
+
+// newWaiter falls back to the timer when the eventfd cannot be made.
+func newWaiter(rt bool, done, kick <-chan struct{}) *waiter {
+	w := &waiter{done: done, kick: kick, efd: -1}
+	if rt {
+		if efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+			w.efd, w.quit, w.relayed = efd, make(chan struct{}), make(chan struct{})
+			go w.relay()
+			return w
 		}
 	}
+	w.t = time.NewTimer(time.Hour)
+	w.t.Stop()
+	return w
+}
+
+func (w *waiter) relay() {
+	defer close(w.relayed)
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-w.done:
+			unix.Write(w.efd, one)
+			return
+		case <-w.kick:
+			unix.Write(w.efd, one)
+		}
+	}
+}
+
+// wait waits d, or until a kick: false once done is closed.
+func (w *waiter) wait(d time.Duration) bool {
+	if w.t != nil {
+		w.t.Reset(d)
+		select {
+		case <-w.done:
+			return false
+		case <-w.t.C:
+		case <-w.kick:
+			w.t.Stop() // Go 1.23 timers: a tick that fired meanwhile is dropped
+		}
+		return true
+	}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	fds := []unix.PollFd{{Fd: int32(w.efd), Events: unix.POLLIN}}
+	if n, _ := unix.Ppoll(fds, &ts, nil); n > 0 {
+		drainEventfd(w.efd)
+	} // else the time is up, or a signal came (EINTR): an early read does no harm
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// close releases the waiter, done closed or not (a watch also ends on its
+// own): the relay has ended before the eventfd is closed, so no write of
+// its can land on a reused descriptor.
+func (w *waiter) close() {
+	if w.t != nil {
+		w.t.Stop()
+		return
+	}
+	close(w.quit)
+	<-w.relayed
+	unix.Close(w.efd)
 }
