@@ -438,8 +438,13 @@ func TestStaticPodNeverEvicted(t *testing.T) {
 		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, err
 	})
 	time.Sleep(3 * time.Second) // the static pod's 1000 MiB touched
-	target := hogTarget(t, c, resource.MustParse(c.Threshold), 120<<20)
-	c.RunPod(t, ns, node.HogPod("regular", fmt.Sprintf("ramp %d 100Mi; hold", target), "64Mi", ""))
+	// Gated, as TestEvictdEvictsFirst is: the regular pod's memory is held
+	// at the threshold by its growth stop until its grace (1 s) ends, and a
+	// kubelet synchronize in that time evicts it again (a CI run: the
+	// kubelet's Evicted event for a pod evictd had evicted).
+	script, gate := gatedHog(t, c, resource.MustParse(c.Threshold), 120<<20, "", ramp100)
+	c.RunPod(t, ns, node.HogPod("regular", script, "64Mi", ""))
+	openGateAfterKubeletSync(t, c, gate)
 	c.WaitFor(t, 120*time.Second, "the regular pod's eviction", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "regular", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)), nil
