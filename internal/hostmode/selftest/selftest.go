@@ -115,6 +115,9 @@ type Options struct {
 	PSISettle       time.Duration
 	// WatchEvery is the crossing watcher's period (DefaultWatchEvery).
 	WatchEvery time.Duration
+	// TimerOnly runs the trials' agent with no kernel wake-up, its 10 s
+	// timer alone, as the kubelet polls: a trial it cannot win.
+	TimerOnly bool
 }
 
 // Plan is what the self-test measured on the host and derived from it.
@@ -487,10 +490,13 @@ func runTrial(ctx context.Context, o Options, p Plan, cfg policy.Config, rate in
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The wake-ups evictd run has by default.
+	wakeups := agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto}
+	if o.TimerOnly {
+		wakeups = agent.WakeupOptions{}
+	}
 	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{
-		Options: agent.Options{Policy: cfg,
-			// The wake-ups evictd run has by default.
-			Wakeups: agent.WakeupOptions{MemcgNotification: agent.Auto, PSI: agent.Auto, MemoryEvents: agent.Auto, FastPoll: agent.Auto}},
+		Options:     agent.Options{Policy: cfg, Wakeups: wakeups},
 		GoneTimeout: 5 * time.Second,
 	}, Keep: trial.EvictionDecided})
 	if err != nil {
