@@ -90,3 +90,23 @@ func FuzzParseVMStatOOMKill(f *testing.F) {
 		}
 	})
 }
+
+// /proc/<pid>/smaps: an error is a *ParseError; what parses has address
+// ranges in order and permissions of the kernel's four letters.
+func FuzzParseSmaps(f *testing.F) {
+	f.Add([]byte("00400000-00df5000 r-xp 00000000 fe:00 1234   /usr/bin/evictd\nRss:   4 kB\nAnonymous: 0 kB\nVmFlags: rd ex mr mw me\n"))
+	f.Add([]byte("7ffd1000-7ffd3000 rw-p 00000000 00:00 0                          [stack]\nRss: 8 kB\n"))
+	f.Add([]byte("1-0 r--p 0 0:0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		maps, err := parseSmaps(strings.NewReader(string(b)))
+		var pe *ParseError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatalf("untyped error %T %v", err, err)
+		}
+		for _, m := range maps {
+			if m.End < m.Start || !validPerms([]byte(m.Perms)) {
+				t.Fatalf("mapping %+v accepted", m)
+			}
+		}
+	})
+}
