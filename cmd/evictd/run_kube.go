@@ -91,7 +91,7 @@ type runShared struct {
 // only where the run changes something.
 func (sh runShared) options(cfg policy.Config) agent.Options {
 	return agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
-		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
+		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop(), Observed: releaseStartupPages(sh.log)}
 }
 
 func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {

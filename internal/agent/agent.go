@@ -202,6 +202,10 @@ type Config struct {
 	// UnhealthyAfter is how many synchronizes in a row may fail to observe
 	// the node before Healthy fails (0: DefaultUnhealthyAfter).
 	UnhealthyAfter int
+	// Observed, when set, is called once, on the loop, after the first
+	// synchronize that observed the node (listed the workloads and read
+	// the stats): start-up is over there.
+	Observed func()
 }
 
 // Agent runs the loop.
@@ -463,10 +467,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}()
 	defer a.stopSoftKill()
+	observed := a.cfg.Observed
 	for {
 		rec := a.Sync(ctx, trig)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if observed != nil && a.observed.Load() {
+			observed()
+			observed = nil
 		}
 		if evicted := evictedPods(rec); len(evicted) > 0 {
 			a.setBusy(clk.Now().Add(cleanupTimeout + evictBusySlack))

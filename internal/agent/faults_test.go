@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/notify"
 )
 
 // flakyStats fails the Summary while err is set.
@@ -199,5 +202,50 @@ func checkLines(t *testing.T, path string, n int) {
 	}
 	if got != n {
 		t.Fatalf("%d records in the log, want %d", got, n)
+	}
+}
+
+// Observed is called once, after the first synchronize that observed the
+// node: not while the stats fail, and not again after that.
+func TestObservedCalledOnceWhenTheNodeIsSeen(t *testing.T) {
+	clock := &fakeClock{now: t0, manual: true}
+	w := newWorld(clock)
+	w.avail = func(time.Time) int64 { return 4 * gi }
+	fs := &flakyStats{world: w, err: errors.New("cgroup gone")}
+	waker := notify.NewWaker()
+	recs := make(chan Record, 8)
+	var calls atomic.Int32
+	a, err := New(Config{Engine: engine(t, map[string]string{"memory.available": "1Gi"}, nil, nil, 0),
+		Observer: sources{w, fs}, Evictor: w, Clock: clock, Waker: waker, Log: logTo(&bytes.Buffer{}),
+		OnRecord: func(r Record) { recs <- r }, Observed: func() { calls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	synchronize := func() {
+		t.Helper()
+		waker.Wake(notify.Wake{Source: "test", At: clock.Now()})
+		select {
+		case <-recs:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no synchronize")
+		}
+	}
+	<-recs // the start's, blind
+	synchronize()
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("Observed called %d times while the stats failed", n)
+	}
+	fs.mu.Lock()
+	fs.err = nil
+	fs.mu.Unlock()
+	synchronize()
+	synchronize()
+	synchronize() // the loop calls Observed after the record: one more round trip sees it
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("Observed called %d times after three observed synchronizes, want 1", n)
 	}
 }

@@ -31,4 +31,6 @@ type Options struct {
 	Log          *slog.Logger
 	// StopTimeout: Config.StopTimeout.
 	StopTimeout time.Duration
+	// Observed: Config.Observed.
+	Observed func()
 }

@@ -164,7 +164,7 @@ func New(o Options) (*Host, error) {
 		MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Clock: o.Clock, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: o.DryRun, OnRecord: o.OnRecord, BeforeEvict: o.BeforeEvict,
-		StopTimeout: o.StopTimeout,
+		StopTimeout: o.StopTimeout, Observed: o.Observed,
 	})
 	if err != nil {
 		wk.Close()

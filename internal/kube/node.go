@@ -221,7 +221,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		Engine: eng, Observer: obs, Evictor: n.Evictor, Holder: holder, OOM: obs, MemoryReclaimer: memRec, Host: hostMem,
 		Waker: wk, Updater: wk, Interval: o.Interval, Log: o.Log,
 		DecisionLog: o.DecisionLog, Metrics: o.Metrics, StateFile: o.StateFile, DryRun: dry, OnRecord: onRecord,
-		StopTimeout: o.StopTimeout,
+		StopTimeout: o.StopTimeout, Observed: o.Observed,
 	})
 	if err != nil {
 		wk.Close()
