@@ -139,6 +139,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	hookTimeout := fs.Duration("reclaim-timeout", actuate.DefaultHookTimeout, "timeout of each reclaim hook")
 	memoryQoS := fs.Bool("memory-qos", true, "keep each workload's memory.min/low/high (cgroup v2) and oom_score_adj as the kubelet does, from --config's MemoryQoS settings and the workloads file (docs/qos.md); false leaves them alone")
 	stopGrowth := fs.Bool("stop-growth", true, "stop a hard memory or PID threshold's victim from growing the moment it is chosen, before SIGTERM or the API call (memory.high on cgroup v2, memory.limit_in_bytes with the OOM killer off on v1, pids.max), so the kernel OOM killer does not strike during the grace period; false lets it grow until its kill, as the kubelet does (docs/agent.md#growth-stop)")
+	releasePages := fs.Bool("release-startup-pages", true, "once the first synchronize has observed the node, let go of the pages of evictd's own binary that start-up mapped (most of its RSS; they stay in the page cache, and what runs again is mapped back by minor faults); false keeps them mapped (docs/agent.md#memory)")
 	allowRoot := fs.Bool("allow-root-cgroup", false, "allow --workload-root / (every top-level cgroup of this host, system services included, becomes an evictable workload)")
 	outFlags := registerOutputFlags(fs)
 	cli.RegisterInputFlags(fs)
@@ -182,7 +183,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer logw.Close(agent.DefaultFlushTimeout)
 	sh := runShared{configPath: *configPath, configDir: *configDir, stateFile: *stateFile, decisionLog: *decisionLog, metricsAddr: *metricsAddr,
 		log: log, logw: logw, dryRun: *dryRun, check: *check, interval: *interval, ev: evFlags, profile: profile.Profile(), noGrowthStop: !*stopGrowth, outputs: outFlags,
-		wakeups: wakeups}
+		wakeups: wakeups, keepStartupPages: !*releasePages}
 	if *kf.on {
 		return runKube(kf, sh, stdout, stderr)
 	}

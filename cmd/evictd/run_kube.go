@@ -78,7 +78,7 @@ type runShared struct {
 	configPath, configDir, stateFile, decisionLog, metricsAddr string
 	log                                                        *slog.Logger
 	logw                                                       *agent.AsyncWriter // log's queue (nil in tests that pass no run logger)
-	dryRun, check, noGrowthStop                                bool
+	dryRun, check, noGrowthStop, keepStartupPages              bool
 	interval                                                   time.Duration
 	wakeups                                                    agent.WakeupOptions
 	ev                                                         *load.EvictionFlags
@@ -90,8 +90,12 @@ type runShared struct {
 // cfg; the outputs are opened later (startRun), and the state file is set
 // only where the run changes something.
 func (sh runShared) options(cfg policy.Config) agent.Options {
-	return agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
-		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop(), Observed: releaseStartupPages(sh.log)}
+	o := agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
+		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
+	if !sh.keepStartupPages {
+		o.Observed = releaseStartupPages(sh.log)
+	}
+	return o
 }
 
 func runKube(kf *kubeFlags, sh runShared, stdout, stderr io.Writer) int {

@@ -237,7 +237,10 @@ func BenchmarkNode(b *testing.B) {
 			if n, _ := strconv.Atoi(env["EVICTD_NODE_MAX_PODS"]); n < pods {
 				b.Fatalf("the node's maxPods is %s; the synchronize row needs %d (EVICTD_NODE_MAX_PODS=%d)", env["EVICTD_NODE_MAX_PODS"], pods, pods)
 			}
-			e.syncRow(b, window, pods)
+			e.syncRow(b, window, pods, func() {
+				saveLog() // the new rollout deletes the first pod's log
+				installEvictd(b, c, keepPages)
+			})
 		})
 		b.Run("nostop", func(b *testing.B) {
 			// The same DaemonSet with its growth stop off, on the same
@@ -813,7 +816,11 @@ func (k *kmsg) oomKills(podsCgroup string) (int, error) {
 
 // syncRow reads evictd's metrics over a window with only its own pod on
 // the node, then over a window with the node full: syncPods pods.
-func (e *benchEnv) syncRow(b *testing.B, window time.Duration, syncPods int) {
+//
+// Then, the same pods still running, reinstall (evictd with
+// keepPages) and a last window: the RSS its start-up pages add, side by
+// side.
+func (e *benchEnv) syncRow(b *testing.B, window time.Duration, syncPods int, reinstall func()) {
 	r := e.newRow(nodebench.KindSync, "evictd", "evictd (DaemonSet)")
 	e.waitNoMemoryPressure(b)
 	r.Sync = append(r.Sync, e.syncWindow(b, window))
@@ -867,8 +874,17 @@ func (e *benchEnv) syncRow(b *testing.B, window time.Duration, syncPods int) {
 	}
 	time.Sleep(30 * time.Second) // the pods' start-up over: evictd's informer and the kubelet settle
 	r.Sync = append(r.Sync, e.syncWindow(b, window))
+	reinstall()
+	time.Sleep(30 * time.Second) // as above: its informer's first list, its first synchronizes
+	s := e.syncWindow(b, window)
+	s.Args = keepPages
+	r.Sync = append(r.Sync, s)
 	e.finish(b, r)
 }
+
+// keepPages is evictd's flag that keeps its binary's start-up pages mapped
+// (released by default after the first synchronize).
+const keepPages = "--release-startup-pages=false"
 
 func sleeperPod(name, nodeName string) *corev1.Pod {
 	grace := int64(1)

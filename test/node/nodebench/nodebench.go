@@ -119,6 +119,9 @@ type SyncWindow struct {
 	// times in the benchmark's own process, outside evictd's pod.
 	Host       time.Duration `json:"host,omitempty"`
 	HostRounds int           `json:"hostRounds,omitempty"`
+	// Args are evictd's arguments beyond the DaemonSet's own in this
+	// window ("": as shipped).
+	Args string `json:"args,omitempty"`
 }
 
 // Append adds a row to the JSON-lines file path.
@@ -377,7 +380,7 @@ func rateString(r float64) string {
 func printSync(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "evictd's synchronize and memory on an idle node, from its own /metrics")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pods on the node\twindow\tsynchronizes\tmean\tp50\tp99\tratio mean\thost benchmark\tmean / host\tCPU\tratio CPU\tRSS\tratio RSS\theap in use\tload (start → end)\t")
+	fmt.Fprintln(tw, "pods on the node\tevictd\twindow\tsynchronizes\tmean\tp50\tp99\tratio mean\thost benchmark\tmean / host\tCPU\tratio CPU\tRSS\tratio RSS\theap in use\tload (start → end)\t")
 	for _, r := range rows {
 		var base SyncWindow
 		for i, s := range r.Sync {
@@ -405,14 +408,19 @@ func printSync(w io.Writer, rows []Row) {
 			if s.Host > 0 {
 				host, vsHost = msecs(s.Host), ratio(mean, s.Host)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%s\t%.1f MiB\t%s\t\n", s.Pods, s.Window.Round(time.Second), s.Count,
+			args := s.Args
+			if args == "" {
+				args = "as shipped"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%s\t%.1f MiB\t%s\t\n", s.Pods, args, s.Window.Round(time.Second), s.Count,
 				msecs(mean), msecs(s.P50), msecs(s.P99), ratio(mean, bmean), host, vsHost, cpu, ratio(s.CPU, base.CPU), s.RSS/(1<<20), rss, s.Heap/(1<<20), load)
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "mean, p50, p99: wall time of one synchronize (evictd_synchronize_duration_seconds; p50/p99 estimated from its buckets, 0.5 ms × 2ⁿ, as histogram_quantile does); an idle node synchronizes every 10 s.")
 	fmt.Fprintln(w, "host benchmark: the same synchronize work (the Summary from the pods' cgroups, named from the pods, and the engine's step; internal/kube's BenchmarkKubeSynchronize) on the same node right after the window, in the benchmark's own process outside evictd's pod: mean wall time.")
-	fmt.Fprintln(w, "CPU: evictd's CPU time over the window (process_cpu_seconds_total), % of one core.")
+	fmt.Fprintln(w, "CPU: evictd's CPU time over the window (process_cpu_seconds_total), % of one core. RSS: process_resident_memory_bytes at the window's end; ratios are to the first window.")
+	fmt.Fprintln(w, "evictd: the DaemonSet as shipped, or with the arguments given (the last window: the same pods, evictd reinstalled with its binary's start-up pages kept mapped).")
 	fmt.Fprintln(w)
 }
 
