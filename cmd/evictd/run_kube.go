@@ -93,7 +93,7 @@ func (sh runShared) options(cfg policy.Config) agent.Options {
 	o := agent.Options{Policy: cfg, Wakeups: sh.wakeups, Interval: sh.interval, DryRun: sh.dryRun || sh.check,
 		NoGrowthStop: sh.noGrowthStop, Log: sh.log, StopTimeout: sh.outputs.stop()}
 	if !sh.keepStartupPages {
-		o.Observed = releaseStartupPages(sh.log)
+		o.Observed = agent.ReleaseStartupPages(sh.log)
 	}
 	return o
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/agent"
-	"github.com/evictd/evictd/internal/host"
 )
 
 // The start and the stop of `evictd run`, one path for host mode and
@@ -98,20 +97,4 @@ func (l *runLife) run(a wiredAgent, metricsAddr, running string, attrs ...any) e
 	}
 	l.log.Info("evictd stopped", "ran", time.Since(start).Round(time.Second))
 	return nil
-}
-
-// releaseStartupPages returns what the agent calls once its first
-// synchronize has observed the node: this process lets go of the pages of
-// its binary that start-up mapped (host.ReleaseExecutablePages), most of
-// its RSS, though the agent runs little of that code again. A failure
-// changes nothing but the RSS, so it is a warning.
-func releaseStartupPages(log *slog.Logger) func() {
-	return func() {
-		n, err := host.ReleaseExecutablePages("/proc")
-		if err != nil {
-			log.Warn("could not release the binary's start-up pages (the RSS stays higher; nothing else changes)", "err", err)
-			return
-		}
-		log.Debug("released the binary's start-up pages", "bytes", n)
-	}
 }

@@ -63,6 +63,9 @@ func (t *Trial) NewAgent(o AgentOptions) (*Agent, error) {
 		a.log = &syncbuf.Buffer{}
 		ho.Log = slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	if ho.Observed == nil {
+		ho.Observed = agent.ReleaseStartupPages(ho.Log) // as evictd run does
+	}
 	onRecord, keep := o.OnRecord, o.Keep
 	ho.OnRecord = func(r agent.Record) {
 		if onRecord != nil {
