@@ -8,8 +8,11 @@
 # so every workload is active and its stats are read on every synchronize
 # (empty cgroups are skipped: eviction never reads an inactive pod's stats).
 # With "memqos" as fourth argument the pair is --memory-qos on vs off instead
-# (bench/memqos.sh; docs/qos.md).
-# Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated] [fastpoll|memqos]
+# (bench/memqos.sh; docs/qos.md); with "pages", the binary's start-up pages
+# released (the default) vs kept mapped (--release-startup-pages=false),
+# with their RSS split into anonymous memory and the binary's file pages
+# (docs/agent.md#memory).
+# Needs root. Usage: bench/idle.sh [seconds] [cgroups] [empty|populated] [fastpoll|memqos|pages]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/toolchain.sh
@@ -66,6 +69,9 @@ start_one() { # name, workload root, extra flags...
 if [ "$pair" = memqos ]; then
 	start_one "--memory-qos=true ($mode)" "${rels[0]}" --memory-qos=true
 	start_one "--memory-qos=false ($mode)" "${rels[1]}" --memory-qos=false
+elif [ "$pair" = pages ]; then
+	start_one "start-up pages released" "${rels[0]}"
+	start_one "start-up pages kept mapped" "${rels[1]}" --release-startup-pages=false
 else
 	start_one "default wake-ups ($mode)" "${rels[0]}"
 	start_one "fast poll forced on" "${rels[1]}" --fast-poll on
@@ -91,12 +97,16 @@ declare -A t0
 for p in "${pids[@]}"; do t0[$p]=$(ticks "$p"); done
 sleep "$secs"
 alive
-printf '%-28s %10s %10s %10s\n' "evictd run ($n $fill cgroups)" "CPU %" "RSS MiB" "peak MiB"
+printf '%-28s %10s %10s %10s %10s %10s %10s\n' "evictd run ($n $fill cgroups)" "CPU %" "RSS MiB" "ratio RSS" "anon MiB" "file MiB" "peak MiB"
+base=
 for p in "${pids[@]}"; do
 	t1=$(ticks "$p")
 	rss=$(awk '/VmRSS/{print $2}' "/proc/$p/status")
+	anon=$(awk '/RssAnon/{print $2}' "/proc/$p/status")
+	file=$(awk '/RssFile/{print $2}' "/proc/$p/status")
 	hwm=$(awk '/VmHWM/{print $2}' "/proc/$p/status")
-	awk -v l="${label[$p]}" -v d=$((t1 - t0[$p])) -v hz="$hz" -v s="$secs" -v r="$rss" -v h="$hwm" \
-		'BEGIN{printf "%-28s %10.2f %10.1f %10.1f\n", l, 100*d/hz/s, r/1024, h/1024}'
+	base=${base:-$rss}
+	awk -v l="${label[$p]}" -v d=$((t1 - t0[$p])) -v hz="$hz" -v s="$secs" -v r="$rss" -v b="$base" -v a="$anon" -v f="$file" -v h="$hwm" \
+		'BEGIN{printf "%-28s %10.2f %10.1f %9.2fx %10.1f %10.1f %10.1f\n", l, 100*d/hz/s, r/1024, r/b, a/1024, f/1024, h/1024}'
 done
 echo "CPU % = user+system time over ${secs}s after a 5 s warm-up, of one core. Targets: <= 0.5 % and <= 30 MiB. $(date -u '+%Y-%m-%d %H:%M UTC'), load average now: $(cut -d' ' -f1-3 /proc/loadavg)."
