@@ -118,7 +118,7 @@ func main() {
 	oomRamps := flag.String("oom-ramps", "500Mi/s,1 thread,2 threads", `-oom: the hog's ramps, comma-separated: "RATEMi/s" (paced) or "N threads" (touching memory at full speed)`)
 	oomTerm := flag.String("oom-sigterm", "obeyed,ignored", "-oom: the hog obeys or ignores SIGTERM")
 	oomHeadroom := flag.String("oom-headroom", "256Mi,64Mi", "-oom: the hard threshold's headroom below the sandbox's limit")
-	oomStop := flag.String("oom-stop", "on,off", "-oom: evictd's growth stop (--stop-growth) on, ordinary (on, its wake-ups at the ordinary priority: --realtime-wakeups=off), off")
+	oomStop := flag.String("oom-stop", "on,off", "-oom: evictd's growth stop (--stop-growth) on, ordinary (on, its wake-ups at the ordinary priority: --realtime-wakeups=off), kept (on, its start-up pages kept mapped: --release-startup-pages=false), off")
 	vmOOMRamps := flag.String("vm-oom-ramps", "", "-oom -vm: the VM's ramps (default: -oom-ramps)")
 	vmOOMTerm := flag.String("vm-oom-sigterm", "", "-oom -vm: the VM's SIGTERM cells (default: -oom-sigterm)")
 	vmexec := flag.String("vm", "", "also run the cgroup v2 wake-up variant in the qemu VM through this vmexec wrapper (.cache/vm/vmexec; this binary must be static)")

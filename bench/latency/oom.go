@@ -41,6 +41,10 @@ type oomCell struct {
 	// Ordinary: the stop on, its wake-ups at the ordinary priority
 	// (--realtime-wakeups=off) instead of SCHED_FIFO (auto, the default).
 	Ordinary bool `json:"ordinary,omitempty"`
+	// KeepPages: the stop on, the agent's start-up pages kept mapped
+	// (--release-startup-pages=false) instead of released after its first
+	// synchronize (the default, which the trial harness follows).
+	KeepPages bool `json:"keepPages,omitempty"`
 }
 
 // oomTrial is one trial's outcome. Durations are from the crossing.
@@ -103,12 +107,12 @@ func oomCells(ramps, terms, headrooms, stops string, scale float64) ([]oomCell, 
 					if err != nil || mi <= 0 {
 						return nil, fmt.Errorf("-oom-headroom %q: want mebibytes, e.g. 256Mi", h)
 					}
-					c := oomCell{Ramp: r, Term: tm == "obeyed", Headroom: sc(int64(mi) << 20), Stop: st != "off", Ordinary: st == "ordinary"}
+					c := oomCell{Ramp: r, Term: tm == "obeyed", Headroom: sc(int64(mi) << 20), Stop: st != "off", Ordinary: st == "ordinary", KeepPages: st == "kept"}
 					if tm != "obeyed" && tm != "ignored" {
 						return nil, fmt.Errorf("-oom-sigterm %q: want obeyed or ignored", tm)
 					}
-					if st != "on" && st != "off" && st != "ordinary" {
-						return nil, fmt.Errorf("-oom-stop %q: want on, ordinary or off", st)
+					if st != "on" && st != "off" && st != "ordinary" && st != "kept" {
+						return nil, fmt.Errorf("-oom-stop %q: want on, ordinary, kept or off", st)
 					}
 					if _, err := rampScript(r, 1, scale); err != nil {
 						return nil, err
@@ -174,6 +178,9 @@ func (c oomCell) variant() string {
 	if c.Ordinary {
 		return "evictd, ordinary priority"
 	}
+	if c.KeepPages {
+		return "evictd, start-up pages kept"
+	}
 	if c.Stop {
 		return "evictd"
 	}
@@ -212,8 +219,12 @@ func (t trialer) oomTrial(c oomCell, i int, limitB int64, scale float64) (oomTri
 	if t.mode == sandbox.V2 {
 		psi = agent.On // as evictd runs by default on v2
 	}
+	var observed func() // nil: the harness releases the start-up pages, as evictd run does
+	if c.KeepPages {
+		observed = func() {}
+	}
 	a, err := tr.NewAgent(trial.AgentOptions{Options: hostmode.Options{Options: agent.Options{Policy: cfg, NoGrowthStop: !c.Stop,
-		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On, Realtime: rt}}},
+		Wakeups: agent.WakeupOptions{MemcgNotification: agent.On, PSI: psi, MemoryEvents: agent.On, FastPoll: agent.On, Realtime: rt}, Observed: observed}},
 		Keep: func(r agent.Record) bool {
 			return slices.ContainsFunc(r.Actions, func(a agent.Action) bool { return a.Kind == "evict" })
 		}})
