@@ -17,9 +17,15 @@
 // machine on 2026-12-02. The agent runs on every node, so that is memory
 // taken from every node's pods (docs/kubernetes.md#cost).
 //
-// The wire format, the retries and the rate limits are client-go's, as a
-// Clientset built from the same rest.Config has them: JSON, the config's QPS
-// and burst, one HTTP transport shared by the groups' clients.
+// The retries and the rate limits are client-go's, as a Clientset built from
+// the same rest.Config has them: the config's QPS and burst, one HTTP
+// transport shared by the groups' clients. The wire format is protobuf, as
+// the kubelet's and kube-proxy's for the built-in types (JSON where the
+// server answers only that, or where the config asks for a content type):
+// decoding the informer's pods from JSON goes through reflection, whose
+// per-type field caches (0.47 MiB) and garbage the agent's heap carried;
+// with protobuf an agent beside 30 pods had 0.5 MiB less anonymous memory
+// (2026-12-06, the v1 node, side by side).
 package kubeclient
 
 import (
@@ -90,6 +96,10 @@ func New(cfg *rest.Config) (*Client, error) {
 		gv := g.gv
 		gc.GroupVersion, gc.APIPath = &gv, g.path
 		gc.NegotiatedSerializer = Codecs.WithoutConversion()
+		if gc.ContentType == "" {
+			gc.ContentType = runtime.ContentTypeProtobuf
+			gc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		}
 		if gc.UserAgent == "" {
 			gc.UserAgent = rest.DefaultKubernetesUserAgent()
 		}
