@@ -439,11 +439,14 @@ func (w *Wakeups) Update(now time.Time, s *statsv1alpha1.Summary, resolved []pol
 
 // ArmAhead is how far below a hard memory threshold's usage level the v1
 // arming threshold sits (Arm): the synchronize it wakes should be over
-// before the crossing. At 5 GiB/s, two threads touching memory at this
-// machine's full speed, 32 MiB lasts 6 ms, several synchronizes of a
-// quiet host (0.5–1 ms) or one beside the allocator; slower ramps are
-// armed further ahead.
-const ArmAhead = 32 << 20 // bytes
+// before the crossing. At 3 GiB/s, two threads touching memory at full
+// speed in a pod on the real node, 64 MiB lasts 20 ms: several
+// synchronizes of a quiet host (0.5–1 ms), a few beside the allocator on a
+// node with few pods (5–10 ms there). 32 MiB (10 ms) once left the crossing
+// with no pod armed, its stop then waiting for the synchronize the crossing
+// woke (7 ms; bench/node.sh, 2026-12-06). Slower ramps are armed further
+// ahead.
+const ArmAhead = 64 << 20 // bytes
 
 // closeWatch returns the close watch of the hard threshold named key
 // (created on first use; label names its wake-ups, crossed is its Key).

@@ -25,8 +25,8 @@ const (
 	// memory.usage_in_bytes through a held descriptor and a timer wake-up
 	// cost ≈ 10 µs of CPU, 5 % of a core at this rate.
 	CloseWatchMin = 200 * time.Microsecond
-	// CloseWatchMax is the longest: the watch starts ArmAhead below the
-	// threshold, which a 5 GiB/s ramp covers in 6 ms.
+	// CloseWatchMax is the longest: the watch starts ArmAhead (64 MiB)
+	// below the threshold, which a 5 GiB/s ramp covers in 12 ms.
 	CloseWatchMax = 5 * time.Millisecond
 	// CloseWatchFor bounds one watch: a node whose usage stays between the
 	// arming level and the threshold is then left to the memcg eventfd
@@ -34,7 +34,7 @@ const (
 	// does so whenever a Summary finds usage there: an eventfd's edge may
 	// be spent). A node parked 1 MiB below its threshold pays a read every
 	// 0.25 ms (≈ 10 µs each) for 2 s of each 10 s period, ≈ 0.8 % of a
-	// core on average; parked 32 MiB below, a read every 5 ms.
+	// core on average; parked 64 MiB below, a read every 5 ms.
 	CloseWatchFor = 2 * time.Second
 )
 
