@@ -690,7 +690,10 @@ func (k *kubeletReader) get(ctx context.Context, path string) ([]byte, error) {
 	if k.o.Direct == DirectAlways {
 		return k.goDirect(cctx, path, "--kubelet-direct always")
 	}
-	b, err := k.o.Client.Core().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).MaxRetries(0).Do(cctx).Raw()
+	// The kubelet's endpoints answer JSON; the client's Accept asks for
+	// protobuf first (the API's objects), which the kubelet refuses.
+	b, err := k.o.Client.Core().Get().AbsPath("/api/v1/nodes", k.node.Name, "proxy", path).
+		SetHeader("Accept", "application/json").MaxRetries(0).Do(cctx).Raw()
 	if err == nil {
 		return b, nil
 	}
