@@ -82,54 +82,10 @@ func ownSummary(ks *statsapi.Summary) *statsapi.Summary {
 	return s
 }
 
-// TestDiskPartKeepsWhatMergeDiskTakes: the part of the kubelet's Summary
-// kept between fetches merges into evictd's Summary exactly as the whole
-// one does, and holds none of the figures evictd reads itself.
-func TestDiskPartKeepsWhatMergeDiskTakes(t *testing.T) {
-	full := fullSummary(3)
-	kept := diskPart(full)
-	fromFull, fromKept := ownSummary(full), ownSummary(full)
-	mergeDisk(fromFull, full)
-	mergeDisk(fromKept, kept)
-	if !reflect.DeepEqual(fromFull, fromKept) {
-		a, _ := json.Marshal(fromFull)
-		b, _ := json.Marshal(fromKept)
-		t.Fatalf("merged from the whole Summary:\n%s\nfrom the part kept:\n%s", a, b)
-	}
-	if fromKept.Node.Fs == nil || fromKept.Node.Runtime == nil || fromKept.Pods[2].EphemeralStorage == nil ||
-		len(fromKept.Pods[2].VolumeStats) != 2 || fromKept.Pods[2].Containers[1].Rootfs == nil || fromKept.Pods[2].Containers[1].Logs == nil {
-		t.Fatalf("a disk figure is missing after the merge: %+v", fromKept.Pods[2])
-	}
-	p, c := kept.Pods[1], kept.Pods[1].Containers[0]
-	if kept.Node.CPU != nil || kept.Node.Memory != nil || kept.Node.Network != nil || len(kept.Node.SystemContainers) != 0 ||
-		p.CPU != nil || p.Memory != nil || p.Network != nil || p.ProcessStats != nil || p.Swap != nil ||
-		c.CPU != nil || c.Memory != nil || c.Swap != nil || len(c.UserDefinedMetrics) != 0 || len(c.Accelerators) != 0 {
-		t.Errorf("the part kept holds figures evictd reads itself: node %+v, pod %+v", kept.Node, p)
-	}
-}
-
-// diskPart keeps of a decoded kubelet Summary what DiskSource gives, the
-// reference decodeDiskPart must equal: the node's filesystems and each
-// pod's storage (its ephemeral storage, volumes, and the containers'
-// writable layers and logs, by name).
-func diskPart(s *statsapi.Summary) *statsapi.Summary {
-	out := &statsapi.Summary{Node: statsapi.NodeStats{NodeName: s.Node.NodeName, Fs: s.Node.Fs, Runtime: s.Node.Runtime}}
-	out.Pods = make([]statsapi.PodStats, len(s.Pods))
-	for i := range s.Pods {
-		p, o := &s.Pods[i], &out.Pods[i]
-		o.PodRef, o.EphemeralStorage, o.VolumeStats = p.PodRef, p.EphemeralStorage, p.VolumeStats
-		o.Containers = make([]statsapi.ContainerStats, len(p.Containers))
-		for j := range p.Containers {
-			c := &p.Containers[j]
-			o.Containers[j] = statsapi.ContainerStats{Name: c.Name, Rootfs: c.Rootfs, Logs: c.Logs}
-		}
-	}
-	return out
-}
-
-// TestDecodeDiskPart: decoding a Summary's JSON into its disk part gives
-// what decoding it whole and keeping the disk part gives, field for field;
-// and a Summary that is not JSON is an error.
+// TestDecodeDiskPart: the part of the kubelet's Summary that fetch decodes
+// and keeps between fetches merges into evictd's Summary exactly as the
+// whole one, decoded from the same JSON, does; it holds none of the figures
+// evictd reads itself; and a Summary that is not JSON is an error.
 func TestDecodeDiskPart(t *testing.T) {
 	full := fullSummary(3)
 	full.Node.Fs.Time = metav1.NewTime(time.Date(2026, 12, 6, 7, 0, 1, 0, time.UTC))
@@ -142,21 +98,30 @@ func TestDecodeDiskPart(t *testing.T) {
 	if err := json.Unmarshal(js, &whole); err != nil {
 		t.Fatal(err)
 	}
-	want := diskPart(&whole)
-	got, err := decodeDiskPart(bytes.NewReader(js))
+	kept, err := decodeDiskPart(bytes.NewReader(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
-		a, _ := json.Marshal(got)
-		b, _ := json.Marshal(want)
-		t.Fatalf("decoded as the disk part:\n%s\nthe disk part of the whole:\n%s", a, b)
+	fromWhole, fromKept := ownSummary(full), ownSummary(full)
+	mergeDisk(fromWhole, &whole)
+	mergeDisk(fromKept, kept)
+	if !reflect.DeepEqual(fromWhole, fromKept) {
+		a, _ := json.Marshal(fromWhole)
+		b, _ := json.Marshal(fromKept)
+		t.Fatalf("merged from the whole Summary:\n%s\nfrom the part kept:\n%s", a, b)
 	}
-	if !got.Pods[1].Containers[0].Logs.Time.Equal(&full.Pods[1].Containers[0].Logs.Time) {
-		t.Errorf("a container's logs time: %v, want %v", got.Pods[1].Containers[0].Logs.Time, full.Pods[1].Containers[0].Logs.Time)
+	if fromKept.Node.Fs == nil || fromKept.Node.Runtime == nil || fromKept.Node.Runtime.ImageFs == nil || fromKept.Pods[2].EphemeralStorage == nil ||
+		len(fromKept.Pods[2].VolumeStats) != 2 || fromKept.Pods[2].Containers[1].Rootfs == nil || fromKept.Pods[2].Containers[1].Logs == nil {
+		t.Fatalf("a disk figure is missing after the merge: %+v", fromKept.Pods[2])
 	}
-	if got.Pods[2].Containers[1].Logs == nil || len(got.Pods[2].VolumeStats) != 2 || got.Node.Runtime.ImageFs == nil {
-		t.Fatalf("a disk figure is missing: %+v", got.Pods[2])
+	if got, want := kept.Pods[1].Containers[0].Logs.Time, full.Pods[1].Containers[0].Logs.Time; !got.Equal(&want) {
+		t.Errorf("a container's logs time: %v, want %v", got, want)
+	}
+	p, c := kept.Pods[1], kept.Pods[1].Containers[0]
+	if kept.Node.CPU != nil || kept.Node.Memory != nil || kept.Node.Network != nil || len(kept.Node.SystemContainers) != 0 ||
+		p.CPU != nil || p.Memory != nil || p.Network != nil || p.ProcessStats != nil || p.Swap != nil ||
+		c.CPU != nil || c.Memory != nil || c.Swap != nil || len(c.UserDefinedMetrics) != 0 || len(c.Accelerators) != 0 {
+		t.Errorf("the part kept holds figures evictd reads itself: node %+v, pod %+v", kept.Node, p)
 	}
 	if _, err := decodeDiskPart(strings.NewReader(`{"node": {"nodeName": 7}}`)); err == nil {
 		t.Error("a node name that is a number decoded without an error")
@@ -166,8 +131,8 @@ func TestDecodeDiskPart(t *testing.T) {
 // BenchmarkKubeletSummaryHeap is what decoding the kubelet Summary of a
 // 110-pod node costs on each fetch (every field set, as fullSummary makes
 // it): the bytes allocated, the garbage each synchronize leaves, and the
-// live heap held until the next fetch; decoded whole, whole with its disk
-// part kept, and into its disk part alone as fetch does.
+// live heap held until the next fetch; decoded whole, and into its disk
+// part alone as fetch does.
 //
 //	go test -run '^$' -bench KubeletSummaryHeap -benchmem ./internal/kube/
 func BenchmarkKubeletSummaryHeap(b *testing.B) {
@@ -175,7 +140,7 @@ func BenchmarkKubeletSummaryHeap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, how := range []string{"whole", "whole+diskPart", "decodeDiskPart"} {
+	for _, how := range []string{"whole", "decodeDiskPart"} {
 		b.Run(how, func(b *testing.B) {
 			var held float64
 			b.ReportAllocs()
@@ -192,9 +157,6 @@ func BenchmarkKubeletSummaryHeap(b *testing.B) {
 						b.Fatal(err)
 					}
 					kept = &s
-					if how == "whole+diskPart" {
-						kept = diskPart(&s)
-					}
 				}
 				held = float64(liveHeap()) - float64(m0)
 				runtime.KeepAlive(kept)
