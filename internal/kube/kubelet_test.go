@@ -11,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
